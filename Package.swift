@@ -1,0 +1,62 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Every target is built in Swift 6 language mode, which implies complete
+/// strict concurrency checking.
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "LiveDispatch",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "livedispatch", targets: ["livedispatch"]),
+        .library(name: "LiveDispatchCore", targets: ["LiveDispatchCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // C boundaries: system libraries found by pkg-config.
+        .systemLibrary(
+            name: "CRdKafka",
+            pkgConfig: "rdkafka",
+            providers: [.apt(["librdkafka-dev"])]
+        ),
+        .systemLibrary(
+            name: "CNghttp2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
+
+        // Domain values and the pure state machines.
+        .target(
+            name: "LiveDispatchCore",
+            swiftSettings: swiftSettings
+        ),
+
+        // The command-line tool.
+        .executableTarget(
+            name: "livedispatch",
+            dependencies: [
+                "LiveDispatchCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        .testTarget(
+            name: "LiveDispatchCoreTests",
+            dependencies: ["LiveDispatchCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["LiveDispatchCore", "livedispatch"],
+            resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,4 @@
+#ifndef LIVEDISPATCH_CNGHTTP2_SHIM_H
+#define LIVEDISPATCH_CNGHTTP2_SHIM_H
+#include <nghttp2/nghttp2.h>
+#endif

@@ -1,0 +1,73 @@
+/// One request to APNs, everything but the `authorization` header (which
+/// the connection adds with its current JWT): the contract between whoever
+/// builds a push and the HTTP/2 client that sends it.
+public struct APNsRequest: Sendable, Hashable {
+    /// Who receives the push.
+    public enum Destination: Sendable, Hashable {
+        /// One device: `POST /3/device/<hex token>`.
+        case device(DeviceToken)
+        /// Every device subscribed to a broadcast channel (iOS 18):
+        /// `POST /4/broadcasts/apps/<bundle id>` with `apns-channel-id`.
+        case channel(String)
+    }
+
+    public var destination: Destination
+    /// The app's bundle id; the topic is derived from it and the push type.
+    public var bundleID: String
+    /// `apns-push-type`; `liveactivity` for everything LiveDispatch sends.
+    public var pushType: String
+    public var priority: PushPriority
+    /// `apns-expiration`: until when APNs should keep trying; nil sends 0
+    /// (deliver now or never).
+    public var expiration: UnixTime?
+    /// `apns-id`: a lowercase UUID, echoed in the response.
+    public var apnsID: String
+    public var payload: [UInt8]
+
+    public init(
+        destination: Destination, bundleID: String, pushType: String = "liveactivity", priority: PushPriority,
+        expiration: UnixTime?, apnsID: String, payload: [UInt8]
+    ) {
+        self.destination = destination
+        self.bundleID = bundleID
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+        self.apnsID = apnsID
+        self.payload = payload
+    }
+
+    /// `apns-topic`: `<bundle>.push-type.liveactivity` for Live Activities,
+    /// the bundle id otherwise.
+    public var topic: String {
+        pushType == "liveactivity" ? "\(bundleID).push-type.liveactivity" : bundleID
+    }
+
+    /// The `:path` pseudo-header.
+    public var path: String {
+        switch destination {
+        case .device(let token): "/3/device/\(token.hex)"
+        case .channel: "/4/broadcasts/apps/\(bundleID)"
+        }
+    }
+
+    /// Request headers in the order they are sent, pseudo-headers first,
+    /// without `:authority` (the connection's host) and `authorization`.
+    /// A broadcast carries `apns-channel-id` and no `apns-topic`.
+    public var headers: [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = [
+            (":method", "POST"), (":scheme", "https"), (":path", path),
+            ("apns-push-type", pushType),
+        ]
+        switch destination {
+        case .device: headers.append(("apns-topic", topic))
+        case .channel(let channelID): headers.append(("apns-channel-id", channelID))
+        }
+        headers.append(("apns-priority", priority.description))
+        headers.append(("apns-expiration", String(expiration?.wholeSeconds ?? 0)))
+        headers.append(("apns-id", apnsID))
+        headers.append(("content-type", "application/json"))
+        headers.append(("content-length", String(payload.count)))
+        return headers
+    }
+}

@@ -1,0 +1,235 @@
+/// What happens to a Live Activity: `start`, `update` or `end`.
+public enum ActivityEvent: String, Sendable, Hashable, CaseIterable {
+    case start
+    case update
+    case end
+}
+
+/// APNs delivery priority: 10 sends at once and counts against the device's
+/// budget, 5 is opportunistic, 1 is the lowest.
+public struct PushPriority: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let rawValue: Int
+
+    public static let low = PushPriority(unchecked: 1)
+    public static let normal = PushPriority(unchecked: 5)
+    public static let immediate = PushPriority(unchecked: 10)
+
+    public init(_ rawValue: Int) throws(ValueError) {
+        guard [1, 5, 10].contains(rawValue) else {
+            throw ValueError("priority \(rawValue) is not one APNs accepts (1, 5 or 10)")
+        }
+        self.rawValue = rawValue
+    }
+
+    private init(unchecked rawValue: Int) { self.rawValue = rawValue }
+
+    public static func < (lhs: PushPriority, rhs: PushPriority) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    public var description: String { String(rawValue) }
+}
+
+/// The visible alert of a push: `title`, `body` and an optional `sound`.
+public struct ActivityAlert: Sendable, Hashable {
+    public var title: String
+    public var body: String
+    public var sound: String?
+
+    public init(title: String, body: String, sound: String? = nil) {
+        self.title = title
+        self.body = body
+        self.sound = sound
+    }
+
+    public var json: JSONValue {
+        var fields: [String: JSONValue] = ["title": .string(title), "body": .string(body)]
+        if let sound { fields["sound"] = .string(sound) }
+        return .object(fields)
+    }
+
+    init(json: JSONValue, path: String) throws(FieldError) {
+        let reader = try FieldReader(json, path: path, what: "an alert")
+        try reader.rejectUnknown(["title", "body", "sound"])
+        title = try reader.requiredString("title")
+        body = try reader.requiredString("body")
+        sound = try reader.string("sound")
+    }
+}
+
+/// Where a command came from: the domain record and the rule that made it.
+public struct CommandSource: Sendable, Hashable {
+    public var topic: String
+    public var partition: Int32
+    public var offset: Int64
+    public var rule: String?
+
+    public init(topic: String, partition: Int32, offset: Int64, rule: String? = nil) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.rule = rule
+    }
+
+    public var json: JSONValue {
+        var fields: [String: JSONValue] = [
+            "topic": .string(topic), "partition": .integer(Int64(partition)), "offset": .integer(offset),
+        ]
+        if let rule { fields["rule"] = .string(rule) }
+        return .object(fields)
+    }
+
+    init(json: JSONValue, path: String) throws(FieldError) {
+        let reader = try FieldReader(json, path: path, what: "a source")
+        try reader.rejectUnknown(["topic", "partition", "offset", "rule"])
+        topic = try reader.requiredString("topic")
+        guard let partition = try reader.integer("partition"), let narrow = Int32(exactly: partition), narrow >= 0 else {
+            throw FieldError(field: reader.name("partition"), message: "expected a partition number (0 or more)")
+        }
+        self.partition = narrow
+        guard let offset = try reader.integer("offset"), offset >= 0 else {
+            throw FieldError(field: reader.name("offset"), message: "expected an offset (0 or more)")
+        }
+        self.offset = offset
+        rule = try reader.string("rule")
+    }
+}
+
+/// A change to one Live Activity: the public contract of the `commands`
+/// topic, with Braze's field names. Rules produce these; backends may write
+/// them directly.
+///
+/// `contentState` is a JSON merge patch (RFC 7386) on the activity's current
+/// state unless `replaceState` is true.
+public struct ActivityCommand: Sendable, Hashable {
+    /// Optional idempotency id given by the producer.
+    public var id: String?
+    public var activityID: ActivityID
+    public var event: ActivityEvent
+    public var contentState: JSONValue?
+    public var replaceState: Bool
+    /// Event time; becomes `aps.timestamp`. When absent, the record's time is used.
+    public var timestamp: UnixTime?
+    public var priority: PushPriority?
+    public var staleDate: UnixTime?
+    public var dismissalDate: UnixTime?
+    public var relevanceScore: Double?
+    public var alert: ActivityAlert?
+    /// Required for `start`: the Swift type name of the app's `ActivityAttributes`.
+    public var attributesType: String?
+    /// Required for `start`: the static attributes.
+    public var attributes: JSONValue?
+    /// iOS 18 push-to-start: ask the new activity for an update token (`input-push-token: 1`).
+    public var inputPushToken: Bool?
+    /// iOS 18 broadcast: the channel the started activity subscribes to.
+    public var inputPushChannel: String?
+    public var source: CommandSource?
+
+    public init(
+        id: String? = nil, activityID: ActivityID, event: ActivityEvent = .update, contentState: JSONValue? = nil,
+        replaceState: Bool = false, timestamp: UnixTime? = nil, priority: PushPriority? = nil,
+        staleDate: UnixTime? = nil, dismissalDate: UnixTime? = nil, relevanceScore: Double? = nil,
+        alert: ActivityAlert? = nil, attributesType: String? = nil, attributes: JSONValue? = nil,
+        inputPushToken: Bool? = nil, inputPushChannel: String? = nil, source: CommandSource? = nil
+    ) {
+        self.id = id
+        self.activityID = activityID
+        self.event = event
+        self.contentState = contentState
+        self.replaceState = replaceState
+        self.timestamp = timestamp
+        self.priority = priority
+        self.staleDate = staleDate
+        self.dismissalDate = dismissalDate
+        self.relevanceScore = relevanceScore
+        self.alert = alert
+        self.attributesType = attributesType
+        self.attributes = attributes
+        self.inputPushToken = inputPushToken
+        self.inputPushChannel = inputPushChannel
+        self.source = source
+    }
+
+    static let fieldNames: Set<String> = [
+        "id", "activity_id", "event", "content_state", "replace_state", "timestamp", "priority", "stale_date",
+        "dismissal_date", "relevance_score", "alert", "attributes_type", "attributes", "input_push_token",
+        "input_push_channel", "source",
+    ]
+
+    /// Reads a command from its JSON form, naming the field of any problem.
+    /// A `start` must carry `alert`, `attributes_type` and `attributes`.
+    public init(json: JSONValue) throws(FieldError) {
+        let reader = try FieldReader(json, what: "an activity command")
+        try reader.rejectUnknown(Self.fieldNames)
+        id = try reader.string("id")
+        activityID = try reader.requiredActivityID("activity_id")
+        if let eventName = try reader.string("event") {
+            guard let event = ActivityEvent(rawValue: eventName) else {
+                throw FieldError(field: "event", message: "\(eventName.debugDescription) is not an event (expected update, end or start)")
+            }
+            self.event = event
+        } else {
+            event = .update
+        }
+        contentState = try reader.object("content_state")
+        replaceState = try reader.bool("replace_state") ?? false
+        timestamp = try reader.date("timestamp")
+        if let rawPriority = try reader.integer("priority") {
+            do {
+                priority = try PushPriority(Int(clamping: rawPriority))
+            } catch {
+                throw FieldError(field: "priority", message: error.message)
+            }
+        } else {
+            priority = nil
+        }
+        staleDate = try reader.date("stale_date")
+        dismissalDate = try reader.date("dismissal_date")
+        relevanceScore = try reader.number("relevance_score")
+        alert = try reader.optional("alert").map { value throws(FieldError) in try ActivityAlert(json: value, path: "alert") }
+        attributesType = try reader.string("attributes_type")
+        attributes = try reader.object("attributes")
+        inputPushToken = try reader.bool("input_push_token")
+        inputPushChannel = try reader.string("input_push_channel")
+        source = try reader.optional("source").map { value throws(FieldError) in try CommandSource(json: value, path: "source") }
+        try validate()
+    }
+
+    /// Parses a command from the bytes of a Kafka record value.
+    public init(bytes: [UInt8]) throws(FieldError) {
+        try self.init(json: try FieldReader.parse(bytes))
+    }
+
+    /// Checks the rules that span fields.
+    public func validate() throws(FieldError) {
+        if replaceState && contentState == nil {
+            throw FieldError(field: "content_state", message: "is required when replace_state is true")
+        }
+        if event == .start {
+            if alert == nil { throw FieldError(field: "alert", message: "is required for a start") }
+            if attributesType == nil { throw FieldError(field: "attributes_type", message: "is required for a start") }
+            if attributes == nil { throw FieldError(field: "attributes", message: "is required for a start") }
+        }
+        if let relevanceScore, !relevanceScore.isFinite {
+            throw FieldError(field: "relevance_score", message: "must be a finite number")
+        }
+    }
+
+    /// The command's JSON form, as written to the `commands` topic.
+    public var json: JSONValue {
+        var fields: [String: JSONValue] = ["activity_id": .string(activityID.rawValue), "event": .string(event.rawValue)]
+        if let id { fields["id"] = .string(id) }
+        if let contentState { fields["content_state"] = contentState }
+        if replaceState { fields["replace_state"] = .bool(true) }
+        if let timestamp { fields["timestamp"] = .double(timestamp.seconds) }
+        if let priority { fields["priority"] = .integer(Int64(priority.rawValue)) }
+        if let staleDate { fields["stale_date"] = .double(staleDate.seconds) }
+        if let dismissalDate { fields["dismissal_date"] = .double(dismissalDate.seconds) }
+        if let relevanceScore { fields["relevance_score"] = .double(relevanceScore) }
+        if let alert { fields["alert"] = alert.json }
+        if let attributesType { fields["attributes_type"] = .string(attributesType) }
+        if let attributes { fields["attributes"] = attributes }
+        if let inputPushToken { fields["input_push_token"] = .bool(inputPushToken) }
+        if let inputPushChannel { fields["input_push_channel"] = .string(inputPushChannel) }
+        if let source { fields["source"] = source.json }
+        return .object(fields)
+    }
+}

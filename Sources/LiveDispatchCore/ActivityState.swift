@@ -1,0 +1,88 @@
+/// Everything LiveDispatch remembers about one activity: the snapshot the
+/// dispatcher writes to the compacted `state` topic after each completed
+/// push, and restores from it when it takes over a partition.
+public struct ActivityState: Sendable, Hashable {
+    public var activityID: ActivityID
+    /// The full merged `content-state` as of ``version``.
+    public var contentState: JSONValue
+    /// Number of pushes flushed for this activity so far; grows by one per push.
+    public var version: UInt64
+    /// The last `aps.timestamp` sent; timestamps never go below it.
+    public var timestamp: UnixTime?
+    public var staleDate: UnixTime?
+    public var dismissalDate: UnixTime?
+    public var relevanceScore: Double?
+    public var attributesType: String?
+    public var attributes: JSONValue?
+    /// When the activity was first seen; it expires `activity.max_age` later.
+    public var createdAt: UnixTime
+    /// When an `end` was applied; nil while the activity is live.
+    public var endedAt: UnixTime?
+    /// Offset in the `commands` partition of the last command folded into
+    /// this state. Re-delivered commands at or below it are already applied.
+    public var lastOffset: Int64?
+
+    public init(
+        activityID: ActivityID, contentState: JSONValue = .object([:]), version: UInt64 = 0, timestamp: UnixTime? = nil,
+        staleDate: UnixTime? = nil, dismissalDate: UnixTime? = nil, relevanceScore: Double? = nil,
+        attributesType: String? = nil, attributes: JSONValue? = nil, createdAt: UnixTime, endedAt: UnixTime? = nil,
+        lastOffset: Int64? = nil
+    ) {
+        self.activityID = activityID
+        self.contentState = contentState
+        self.version = version
+        self.timestamp = timestamp
+        self.staleDate = staleDate
+        self.dismissalDate = dismissalDate
+        self.relevanceScore = relevanceScore
+        self.attributesType = attributesType
+        self.attributes = attributes
+        self.createdAt = createdAt
+        self.endedAt = endedAt
+        self.lastOffset = lastOffset
+    }
+
+    public var isEnded: Bool { endedAt != nil }
+
+    public init(json: JSONValue) throws(FieldError) {
+        let reader = try FieldReader(json, what: "an activity state")
+        activityID = try reader.requiredActivityID("activity_id")
+        contentState = try reader.object("content_state") ?? .object([:])
+        guard let version = try reader.integer("version"), version >= 0 else {
+            throw FieldError(field: "version", message: "expected a push count (0 or more)")
+        }
+        self.version = UInt64(version)
+        timestamp = try reader.date("timestamp")
+        staleDate = try reader.date("stale_date")
+        dismissalDate = try reader.date("dismissal_date")
+        relevanceScore = try reader.number("relevance_score")
+        attributesType = try reader.string("attributes_type")
+        attributes = try reader.object("attributes")
+        guard let createdAt = try reader.date("created_at") else {
+            throw FieldError(field: "created_at", message: "is required")
+        }
+        self.createdAt = createdAt
+        endedAt = try reader.date("ended_at")
+        lastOffset = try reader.integer("last_offset")
+    }
+
+    public init(bytes: [UInt8]) throws(FieldError) {
+        try self.init(json: try FieldReader.parse(bytes))
+    }
+
+    public var json: JSONValue {
+        var fields: [String: JSONValue] = [
+            "activity_id": .string(activityID.rawValue), "content_state": contentState,
+            "version": .integer(Int64(clamping: version)), "created_at": .double(createdAt.seconds),
+        ]
+        if let timestamp { fields["timestamp"] = .double(timestamp.seconds) }
+        if let staleDate { fields["stale_date"] = .double(staleDate.seconds) }
+        if let dismissalDate { fields["dismissal_date"] = .double(dismissalDate.seconds) }
+        if let relevanceScore { fields["relevance_score"] = .double(relevanceScore) }
+        if let attributesType { fields["attributes_type"] = .string(attributesType) }
+        if let attributes { fields["attributes"] = attributes }
+        if let endedAt { fields["ended_at"] = .double(endedAt.seconds) }
+        if let lastOffset { fields["last_offset"] = .integer(lastOffset) }
+        return .object(fields)
+    }
+}

@@ -1,0 +1,315 @@
+/// Why a JSON text could not be read, and where.
+public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What was wrong, e.g. "expected ',' or '}' after an object member".
+    public var message: String
+    /// 1-based line of the offending byte.
+    public var line: Int
+    /// 1-based column (in bytes) of the offending byte.
+    public var column: Int
+    /// 0-based byte offset of the offending byte.
+    public var offset: Int
+
+    public var description: String { "line \(line), column \(column): \(message)" }
+}
+
+/// Bounds a parse so that hostile input cannot exhaust the stack or memory.
+public struct JSONParseLimits: Sendable, Hashable {
+    /// Deepest nesting of arrays and objects accepted.
+    public var maxDepth: Int
+    /// Largest input accepted, in bytes.
+    public var maxBytes: Int
+
+    public init(maxDepth: Int = 64, maxBytes: Int = 1 << 20) {
+        self.maxDepth = maxDepth
+        self.maxBytes = maxBytes
+    }
+
+    public static let `default` = JSONParseLimits()
+}
+
+extension JSONValue {
+    /// Parses one JSON text (RFC 8259). Whitespace may surround it; anything
+    /// else after it is an error.
+    public static func parse(_ text: String, limits: JSONParseLimits = .default) throws(JSONParseError) -> JSONValue {
+        try parse(Array(text.utf8), limits: limits)
+    }
+
+    /// Parses one JSON text from UTF-8 bytes.
+    public static func parse(_ bytes: [UInt8], limits: JSONParseLimits = .default) throws(JSONParseError) -> JSONValue {
+        try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in
+            try parse(utf8: buffer, limits: limits)
+        }
+    }
+
+    /// Parses one JSON text from UTF-8 bytes in place, without copying them.
+    public static func parse(utf8 buffer: UnsafeBufferPointer<UInt8>, limits: JSONParseLimits = .default) throws(JSONParseError) -> JSONValue {
+        var parser = JSONParser(bytes: buffer, limits: limits)
+        if buffer.count > limits.maxBytes {
+            throw parser.error("input is \(buffer.count) bytes, more than the limit of \(limits.maxBytes)", at: 0)
+        }
+        parser.skipWhitespace()
+        if parser.isAtEnd { throw parser.error("empty input, expected a JSON value") }
+        let value = try parser.parseValue(depth: 0)
+        parser.skipWhitespace()
+        if !parser.isAtEnd { throw parser.error("unexpected \(parser.describeCurrent()) after the JSON value") }
+        return value
+    }
+}
+
+private struct JSONParser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    let limits: JSONParseLimits
+    var index = 0
+
+    init(bytes: UnsafeBufferPointer<UInt8>, limits: JSONParseLimits) {
+        self.bytes = bytes
+        self.limits = limits
+    }
+
+    var isAtEnd: Bool { index >= bytes.count }
+
+    func error(_ message: String, at offset: Int? = nil) -> JSONParseError {
+        let position = min(offset ?? index, bytes.count)
+        var line = 1
+        var column = 1
+        for byte in bytes[0..<position] {
+            if byte == UInt8(ascii: "\n") {
+                line += 1
+                column = 1
+            } else {
+                column += 1
+            }
+        }
+        return JSONParseError(message: message, line: line, column: column, offset: position)
+    }
+
+    func describeCurrent() -> String {
+        guard !isAtEnd else { return "end of input" }
+        let byte = bytes[index]
+        if byte >= 0x20 && byte < 0x7F { return "'\(Character(Unicode.Scalar(byte)))'" }
+        return "byte 0x\(String(byte, radix: 16))"
+    }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func parseValue(depth: Int) throws(JSONParseError) -> JSONValue {
+        guard !isAtEnd else { throw error("unexpected end of input, expected a JSON value") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
+        case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default: throw error("unexpected \(describeCurrent()), expected a JSON value")
+        }
+    }
+
+    mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+        let start = index
+        let count = literal.utf8CodeUnitCount
+        let expected = UnsafeBufferPointer(start: literal.utf8Start, count: count)
+        guard bytes.count - index >= count, bytes[index..<index + count].elementsEqual(expected) else {
+            throw error("invalid literal, expected '\(literal)'", at: start)
+        }
+        index += count
+    }
+
+    mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
+        if depth > limits.maxDepth { throw error("nesting deeper than the limit of \(limits.maxDepth)") }
+        index += 1
+        var fields: [String: JSONValue] = [:]
+        skipWhitespace()
+        if !isAtEnd && bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(fields)
+        }
+        while true {
+            skipWhitespace()
+            guard !isAtEnd, bytes[index] == UInt8(ascii: "\"") else {
+                throw error("unexpected \(describeCurrent()), expected a string key in an object")
+            }
+            let keyOffset = index
+            let key = try parseString()
+            skipWhitespace()
+            guard !isAtEnd, bytes[index] == UInt8(ascii: ":") else {
+                throw error("unexpected \(describeCurrent()), expected ':' after the object key \"\(key)\"")
+            }
+            index += 1
+            skipWhitespace()
+            let value = try parseValue(depth: depth)
+            if fields.updateValue(value, forKey: key) != nil {
+                throw error("duplicate object key \"\(key)\"", at: keyOffset)
+            }
+            skipWhitespace()
+            guard !isAtEnd else { throw error("unexpected end of input, expected ',' or '}' in an object") }
+            switch bytes[index] {
+            case UInt8(ascii: ","): index += 1
+            case UInt8(ascii: "}"): index += 1; return .object(fields)
+            default: throw error("unexpected \(describeCurrent()), expected ',' or '}' in an object")
+            }
+        }
+    }
+
+    mutating func parseArray(depth: Int) throws(JSONParseError) -> JSONValue {
+        if depth > limits.maxDepth { throw error("nesting deeper than the limit of \(limits.maxDepth)") }
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if !isAtEnd && bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try parseValue(depth: depth))
+            skipWhitespace()
+            guard !isAtEnd else { throw error("unexpected end of input, expected ',' or ']' in an array") }
+            switch bytes[index] {
+            case UInt8(ascii: ","): index += 1
+            case UInt8(ascii: "]"): index += 1; return .array(elements)
+            default: throw error("unexpected \(describeCurrent()), expected ',' or ']' in an array")
+            }
+        }
+    }
+
+    mutating func parseString() throws(JSONParseError) -> String {
+        let quote = index
+        index += 1
+        let start = index
+        // Fast path: no escapes, valid UTF-8 checked by String(validating:).
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                guard let text = String(validating: slice, as: UTF8.self) else {
+                    throw error("string is not valid UTF-8", at: quote)
+                }
+                index += 1
+                return text
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw error("control character 0x\(String(byte, radix: 16)) must be escaped in a string") }
+            index += 1
+        }
+        var scratch = Array(bytes[start..<index])
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                guard let text = String(validating: scratch, as: UTF8.self) else {
+                    throw error("string is not valid UTF-8", at: quote)
+                }
+                index += 1
+                return text
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard !isAtEnd else { break }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""): scratch.append(0x22)
+                case UInt8(ascii: "\\"): scratch.append(0x5C)
+                case UInt8(ascii: "/"): scratch.append(0x2F)
+                case UInt8(ascii: "b"): scratch.append(0x08)
+                case UInt8(ascii: "f"): scratch.append(0x0C)
+                case UInt8(ascii: "n"): scratch.append(0x0A)
+                case UInt8(ascii: "r"): scratch.append(0x0D)
+                case UInt8(ascii: "t"): scratch.append(0x09)
+                case UInt8(ascii: "u"):
+                    let scalar = try parseUnicodeEscape()
+                    scratch.append(contentsOf: String(Character(scalar)).utf8)
+                default:
+                    throw error("invalid escape '\\\(Character(Unicode.Scalar(escape)))' in a string", at: index - 2)
+                }
+            default:
+                if byte < 0x20 { throw error("control character 0x\(String(byte, radix: 16)) must be escaped in a string") }
+                scratch.append(byte)
+                index += 1
+            }
+        }
+        throw error("unterminated string", at: quote)
+    }
+
+    mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+        guard bytes.count - index >= 4 else { throw error("incomplete \\u escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt32
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+            default: throw error("invalid hex digit in a \\u escape")
+            }
+            value = value << 4 | digit
+            index += 1
+        }
+        return value
+    }
+
+    mutating func parseUnicodeEscape() throws(JSONParseError) -> Unicode.Scalar {
+        let escapeStart = index - 2
+        let high = try parseHex4()
+        if (0xD800...0xDBFF).contains(high) {
+            guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                throw error("unpaired UTF-16 surrogate in a \\u escape", at: escapeStart)
+            }
+            index += 2
+            let low = try parseHex4()
+            guard (0xDC00...0xDFFF).contains(low) else {
+                throw error("invalid UTF-16 surrogate pair in a \\u escape", at: escapeStart)
+            }
+            let combined = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+            guard let scalar = Unicode.Scalar(combined) else { throw error("invalid \\u escape", at: escapeStart) }
+            return scalar
+        }
+        guard let scalar = Unicode.Scalar(high) else {
+            throw error("unpaired UTF-16 surrogate in a \\u escape", at: escapeStart)
+        }
+        return scalar
+    }
+
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = index
+        var isInteger = true
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard !isAtEnd, isDigit(bytes[index]) else { throw error("invalid number, expected a digit", at: start) }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+            if !isAtEnd && isDigit(bytes[index]) { throw error("invalid number, leading zeros are not allowed", at: start) }
+        } else {
+            while !isAtEnd && isDigit(bytes[index]) { index += 1 }
+        }
+        if !isAtEnd && bytes[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            guard !isAtEnd, isDigit(bytes[index]) else { throw error("invalid number, expected a digit after '.'", at: start) }
+            while !isAtEnd && isDigit(bytes[index]) { index += 1 }
+        }
+        if !isAtEnd && (bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E")) {
+            isInteger = false
+            index += 1
+            if !isAtEnd && (bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-")) { index += 1 }
+            guard !isAtEnd, isDigit(bytes[index]) else { throw error("invalid number, expected a digit in the exponent", at: start) }
+            while !isAtEnd && isDigit(bytes[index]) { index += 1 }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        if isInteger, let integer = Int64(text) { return .integer(integer) }
+        guard let double = Double(text), double.isFinite else {
+            throw error("number \(text) is out of range", at: start)
+        }
+        return .double(double)
+    }
+
+    func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+}

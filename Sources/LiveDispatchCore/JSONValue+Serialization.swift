@@ -1,0 +1,85 @@
+extension JSONValue {
+    /// The compact UTF-8 JSON text of the value, object keys sorted.
+    ///
+    /// Non-finite doubles, which JSON cannot express, are written as `null`.
+    public func serialized() -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(64)
+        write(to: &output)
+        return output
+    }
+
+    /// The compact JSON text of the value as a `String`.
+    public func serializedString() -> String {
+        String(decoding: serialized(), as: UTF8.self)
+    }
+
+    /// Appends the compact JSON text of the value to `output`.
+    public func write(to output: inout [UInt8]) {
+        switch self {
+        case .null:
+            output.append(contentsOf: "null".utf8)
+        case .bool(let flag):
+            output.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .integer(let value):
+            output.append(contentsOf: String(value).utf8)
+        case .double(let value):
+            JSONValue.writeDouble(value, to: &output)
+        case .string(let text):
+            JSONValue.writeString(text, to: &output)
+        case .array(let elements):
+            output.append(UInt8(ascii: "["))
+            for (position, element) in elements.enumerated() {
+                if position > 0 { output.append(UInt8(ascii: ",")) }
+                element.write(to: &output)
+            }
+            output.append(UInt8(ascii: "]"))
+        case .object(let fields):
+            output.append(UInt8(ascii: "{"))
+            for (position, key) in fields.keys.sorted().enumerated() {
+                if position > 0 { output.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(key, to: &output)
+                output.append(UInt8(ascii: ":"))
+                fields[key, default: .null].write(to: &output)
+            }
+            output.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Writes a double as JSON: integral values of moderate size without a
+    /// fraction (`3.0` becomes `3`), others in Swift's shortest round-trip form.
+    static func writeDouble(_ value: Double, to output: inout [UInt8]) {
+        guard value.isFinite else {
+            output.append(contentsOf: "null".utf8)
+            return
+        }
+        if value.rounded(.towardZero) == value, abs(value) < 1e15 {
+            output.append(contentsOf: String(Int64(value)).utf8)
+            return
+        }
+        output.append(contentsOf: value.description.utf8)
+    }
+
+    static func writeString(_ text: String, to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): output.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): output.append(contentsOf: #"\\"#.utf8)
+            case 0x0A: output.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: output.append(contentsOf: #"\r"#.utf8)
+            case 0x09: output.append(contentsOf: #"\t"#.utf8)
+            case 0x08: output.append(contentsOf: #"\b"#.utf8)
+            case 0x0C: output.append(contentsOf: #"\f"#.utf8)
+            case 0x00..<0x20:
+                let hex = String(byte, radix: 16)
+                output.append(contentsOf: "\\u00".utf8)
+                if hex.count == 1 { output.append(UInt8(ascii: "0")) }
+                output.append(contentsOf: hex.utf8)
+            default:
+                output.append(byte)
+            }
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+}
