@@ -55,7 +55,6 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["LiveDispatchCore", "livedispatch"],
-            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
     ]
