@@ -53,6 +53,12 @@ public struct Coalescer: Sendable {
         public var push: LiveActivityPush
         public var snapshot: ActivityState
         public var offsets: [Int64]
+
+        public init(push: LiveActivityPush, snapshot: ActivityState, offsets: [Int64]) {
+            self.push = push
+            self.snapshot = snapshot
+            self.offsets = offsets
+        }
     }
 
     /// What to do after ``receive(_:offset:recordTime:now:)``.
@@ -90,6 +96,12 @@ public struct Coalescer: Sendable {
         public var activityID: ActivityID
         public var reason: Reason
         public var heldOffsets: [Int64]
+
+        public init(activityID: ActivityID, reason: Reason, heldOffsets: [Int64]) {
+            self.activityID = activityID
+            self.reason = reason
+            self.heldOffsets = heldOffsets
+        }
     }
 
     /// Updates merged since the last flush of one activity.

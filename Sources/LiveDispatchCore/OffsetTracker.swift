@@ -28,6 +28,11 @@ public struct OffsetTracker: Sendable {
     public struct Commit: Sendable, Hashable {
         public var partition: Partition
         public var offset: Int64
+
+        public init(partition: Partition, offset: Int64) {
+            self.partition = partition
+            self.offset = offset
+        }
     }
 
     /// Why an input was refused; each is a bug in the caller, reported rather than trapped.
