@@ -5,7 +5,6 @@ import PackageDescription
 /// strict concurrency checking.
 let swiftSettings: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
-    .enableUpcomingFeature("ExistentialAny"),
 ]
 
 let package = Package(
@@ -17,6 +16,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         // C boundaries: system libraries found by pkg-config.
@@ -37,6 +37,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Services and wiring: router, dispatcher, stores, configuration, admin HTTP.
+        .target(
+            name: "LiveDispatchWorker",
+            dependencies: [
+                "LiveDispatchCore",
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // The command-line tool.
         .executableTarget(
             name: "livedispatch",
@@ -50,6 +60,11 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchCoreTests",
             dependencies: ["LiveDispatchCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LiveDispatchWorkerTests",
+            dependencies: ["LiveDispatchWorker", "LiveDispatchCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
