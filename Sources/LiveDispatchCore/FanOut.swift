@@ -93,6 +93,15 @@ public struct FanOut: Sendable {
         inFlightCount == 0 && tokens.values.allSatisfy { !$0.queued && $0.retryAt == nil }
     }
 
+    /// Installs the push every existing token is taken to hold already (the
+    /// state restored from the changelog), so tokens registered later can be
+    /// sent it. Nothing is sent now.
+    public mutating func restoreLatest(_ push: LiveActivityPush) {
+        guard push.version >= reportedThrough, latest == nil else { return }
+        latest = push
+        reportedThrough = push.version
+    }
+
     /// Adds a token. With `sendCurrent`, it is sent the latest version (a
     /// device that registers mid-activity catches up); without, it counts as
     /// having it (a token restored from the changelog).
