@@ -195,24 +195,10 @@ public struct PartitionDispatcher: Sendable {
 
     /// A record of this partition of `commands`.
     public mutating func command(_ record: Record, now: UnixTime) -> [Action] {
-        if restoring {
-            early.append((.commands, record))
-            return []
-        }
-        let tracked = Self.trackerPartition(.commands, partition)
-        guard (try? trackers.read(tracked, offset: record.offset)) != nil else { return [] }
         let parsed: ActivityCommand
-        do {
-            parsed = try ActivityCommand(bytes: record.value ?? [])
-        } catch {
-            let reason: DeadLetterReason = error.field.isEmpty ? .invalidJSON : .invalidCommand
-            return deadLetterRecord(.commands, record, reason: reason, message: "command at offset \(record.offset): \(record.value == nil ? "empty record (tombstone)" : error.description)", activityID: nil, now: now)
-        }
-        if let key = record.keyText, key != parsed.activityID.rawValue {
-            return deadLetterRecord(
-                .commands, record, reason: .invalidCommand,
-                message: "record key \(key.debugDescription) is not the activity_id \(parsed.activityID.rawValue.debugDescription); commands must be keyed by activity id",
-                activityID: parsed.activityID, now: now)
+        switch accept(.commands, record, what: "command", now: now, parse: ActivityCommand.init(bytes:), activity: \.activityID) {
+        case .ready(let command): parsed = command
+        case .handled(let actions): return actions
         }
         switch coalescer.receive(parsed, offset: record.offset, recordTime: record.timestamp, now: now) {
         case .alreadyApplied:
@@ -226,26 +212,48 @@ public struct PartitionDispatcher: Sendable {
         }
     }
 
-    /// A record of this partition of `tokens`.
-    public mutating func tokenRecord(_ record: Record, now: UnixTime) -> [Action] {
+    enum Acceptance<Value> {
+        case ready(Value)
+        /// Buffered until the restore ends, or dead-lettered.
+        case handled([Action])
+    }
+
+    /// Takes a record into the offset tracker and reads its value; a record
+    /// that is not valid, or whose key is not its activity id (which would
+    /// put the activity in two partitions), becomes a dead letter.
+    private mutating func accept<Value>(
+        _ topic: InternalTopic, _ record: Record, what: String, now: UnixTime,
+        parse: ([UInt8]) throws(FieldError) -> Value, activity: (Value) -> ActivityID
+    ) -> Acceptance<Value> {
         if restoring {
-            early.append((.tokens, record))
-            return []
+            early.append((topic, record))
+            return .handled([])
         }
-        let tracked = Self.trackerPartition(.tokens, partition)
-        guard (try? trackers.read(tracked, offset: record.offset)) != nil else { return [] }
-        var registration: TokenRegistration
+        guard (try? trackers.read(Self.trackerPartition(topic, partition), offset: record.offset)) != nil else { return .handled([]) }
+        let value: Value
         do {
-            registration = try TokenRegistration(bytes: record.value ?? [])
+            value = try parse(record.value ?? [])
         } catch {
             let reason: DeadLetterReason = error.field.isEmpty ? .invalidJSON : .invalidCommand
-            return deadLetterRecord(.tokens, record, reason: reason, message: "token registration at offset \(record.offset): \(record.value == nil ? "empty record (tombstone)" : error.description)", activityID: nil, now: now)
+            let problem = record.value == nil ? "empty record (tombstone)" : error.description
+            return .handled(deadLetterRecord(topic, record, reason: reason, message: "\(what) at offset \(record.offset): \(problem)", activityID: nil, now: now))
         }
-        if let key = record.keyText, key != registration.activityID.rawValue {
-            return deadLetterRecord(
-                .tokens, record, reason: .invalidCommand,
-                message: "record key \(key.debugDescription) is not the activity_id \(registration.activityID.rawValue.debugDescription); registrations must be keyed by activity id",
-                activityID: registration.activityID, now: now)
+        let activityID = activity(value)
+        if let key = record.keyText, key != activityID.rawValue {
+            return .handled(deadLetterRecord(
+                topic, record, reason: .invalidCommand,
+                message: "record key \(key.debugDescription) is not the activity_id \(activityID.rawValue.debugDescription); \(topic.rawValue) records must be keyed by activity id",
+                activityID: activityID, now: now))
+        }
+        return .ready(value)
+    }
+
+    /// A record of this partition of `tokens`.
+    public mutating func tokenRecord(_ record: Record, now: UnixTime) -> [Action] {
+        var registration: TokenRegistration
+        switch accept(.tokens, record, what: "token registration", now: now, parse: TokenRegistration.init(bytes:), activity: \.activityID) {
+        case .ready(let value): registration = value
+        case .handled(let actions): return actions
         }
         let activity = registration.activityID
         let ticket = issueTicket(.completeOffsets(.tokens, [record.offset]))
