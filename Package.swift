@@ -17,6 +17,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         // C boundaries: system libraries found by pkg-config.
@@ -37,11 +38,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Rule files: parse, validate with positions, compile, evaluate.
+        .target(
+            name: "LiveDispatchRules",
+            dependencies: [
+                "LiveDispatchCore",
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // The command-line tool.
         .executableTarget(
             name: "livedispatch",
             dependencies: [
                 "LiveDispatchCore",
+                "LiveDispatchRules",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -50,6 +62,12 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchCoreTests",
             dependencies: ["LiveDispatchCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LiveDispatchRulesTests",
+            dependencies: ["LiveDispatchRules", "LiveDispatchCore"],
+            resources: [.copy("Broken")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
