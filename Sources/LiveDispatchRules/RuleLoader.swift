@@ -225,20 +225,19 @@ struct RuleBuilder {
             }
         }
 
-        if let forEachNode = node["for_each"] {
-            if let compiled = expression(forEachNode, "for_each") {
-                compiler.hasItem = true
-                expect(compiled, at: forEachNode, "for_each", types: [.list], expected: "a list")
-                forEach = compiled
-            } else {
-                compiler.hasItem = true
-            }
-        }
-
+        // `when` is decided before `for_each` runs, so it cannot see `item`.
         var when: CompiledExpression?
         if let whenNode = node["when"], let compiled = expression(whenNode, "when") {
             expect(compiled, at: whenNode, "when", types: [.bool], expected: "a bool")
             when = compiled
+        }
+
+        if let forEachNode = node["for_each"] {
+            if let compiled = expression(forEachNode, "for_each") {
+                expect(compiled, at: forEachNode, "for_each", types: [.list], expected: "a list")
+                forEach = compiled
+            }
+            compiler.hasItem = true
         }
 
         let activityID = node["activity_id"].flatMap { template($0, "activity_id") }
