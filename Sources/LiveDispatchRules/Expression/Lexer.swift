@@ -21,7 +21,7 @@ struct Token: Sendable, Hashable {
         case .string: "a string"
         case .identifier(let name): "'\(name)'"
         case .symbol(let symbol): "'\(symbol)'"
-        case .end: "the end of the expression"
+        case .end: "end of the expression"
         }
     }
 }
