@@ -157,7 +157,7 @@ enum Builtins {
         var candidates = values
         if values.count == 1 {
             guard case .list(let elements) = values[0] else {
-                throw EvaluationFailure("\(name)() of one argument needs a list, got a \(values[0].type.name)")
+                throw EvaluationFailure("\(name)() of one argument needs a list, got \(values[0].type.article)")
             }
             candidates = elements.map(Value.init)
         }

@@ -136,8 +136,9 @@ struct ExpressionCompiler: Sendable {
                 throw CompileError(message: "'!' cannot be applied to \(operandType.article)", expected: "a bool", span: span)
             }
             return ({ context throws(EvaluationFailure) in
-                guard case .bool(let flag) = try operandEval(context) else {
-                    throw EvaluationFailure("'!' cannot be applied to a \(try operandEval(context).type.name), expected a bool")
+                let value = try operandEval(context)
+                guard case .bool(let flag) = value else {
+                    throw EvaluationFailure("'!' cannot be applied to \(value.type.article), expected a bool")
                 }
                 return .bool(!flag)
             }, .bool)
@@ -169,12 +170,14 @@ struct ExpressionCompiler: Sendable {
             }
             let isAnd = op == .and
             return ({ context throws(EvaluationFailure) in
-                guard case .bool(let first) = try leftEval(context) else {
-                    throw EvaluationFailure("'\(symbol)' needs bools, got a \(try leftEval(context).type.name) on the left")
+                let leftValue = try leftEval(context)
+                guard case .bool(let first) = leftValue else {
+                    throw EvaluationFailure("'\(symbol)' needs bools, got \(leftValue.type.article) on the left")
                 }
                 if first != isAnd { return .bool(first) }
-                guard case .bool(let second) = try rightEval(context) else {
-                    throw EvaluationFailure("'\(symbol)' needs bools, got a \(try rightEval(context).type.name) on the right")
+                let rightValue = try rightEval(context)
+                guard case .bool(let second) = rightValue else {
+                    throw EvaluationFailure("'\(symbol)' needs bools, got \(rightValue.type.article) on the right")
                 }
                 return .bool(second)
             }, .bool)
