@@ -37,26 +37,61 @@ enum PrioritySpecification: Sendable {
 }
 
 /// A rule after parsing, resolving and type checking: what the worker runs.
-struct CompiledRule: Sendable {
-    var name: String
-    var topics: [String]
-    var location: SourceLocation
-    var when: CompiledExpression?
-    var forEach: CompiledExpression?
-    var activityID: Template
-    var activityType: String
-    var event: ActivityEvent
-    var set: [FieldAssignment]
-    var unset: [String]
-    var replaceState: Bool
-    var priority: PrioritySpecification?
-    var alert: (title: Template, body: Template, sound: Template?)?
-    var stale: DateSpecification?
-    var dismissal: DateSpecification?
-    var relevanceScore: CompiledExpression?
-    var timestamp: CompiledExpression?
-    var attributes: [FieldAssignment]?
+/// A class, so that running it never copies its many fields.
+final class CompiledRule: Sendable {
+    let name: String
+    let topics: [String]
+    let location: SourceLocation
+    let when: CompiledExpression?
+    let forEach: CompiledExpression?
+    let activityID: Template
+    let activityType: String
+    let event: ActivityEvent
+    let set: [FieldAssignment]
+    let unset: [String]
+    let replaceState: Bool
+    let priority: PrioritySpecification?
+    let alert: AlertTemplates?
+    let stale: DateSpecification?
+    let dismissal: DateSpecification?
+    let relevanceScore: CompiledExpression?
+    let timestamp: CompiledExpression?
+    let attributes: [FieldAssignment]?
 
     /// Longest list `for_each` walks; a longer one is an error, not a flood.
     static let maxForEach = 1000
+
+    init(
+        name: String, topics: [String], location: SourceLocation, when: CompiledExpression?, forEach: CompiledExpression?,
+        activityID: Template, activityType: String, event: ActivityEvent, set: [FieldAssignment], unset: [String],
+        replaceState: Bool, priority: PrioritySpecification?, alert: AlertTemplates?, stale: DateSpecification?,
+        dismissal: DateSpecification?, relevanceScore: CompiledExpression?, timestamp: CompiledExpression?,
+        attributes: [FieldAssignment]?
+    ) {
+        self.name = name
+        self.topics = topics
+        self.location = location
+        self.when = when
+        self.forEach = forEach
+        self.activityID = activityID
+        self.activityType = activityType
+        self.event = event
+        self.set = set
+        self.unset = unset
+        self.replaceState = replaceState
+        self.priority = priority
+        self.alert = alert
+        self.stale = stale
+        self.dismissal = dismissal
+        self.relevanceScore = relevanceScore
+        self.timestamp = timestamp
+        self.attributes = attributes
+    }
+}
+
+/// The alert of a rule: title, body and sound templates.
+struct AlertTemplates: Sendable {
+    var title: Template
+    var body: Template
+    var sound: Template?
 }

@@ -27,7 +27,7 @@ public struct RuleExplanation: Sendable, Hashable {
             return ["rule \(rule): matched, \(commands.count) command\(commands.count == 1 ? "" : "s")"]
                 + commands.map { "  \($0.json.serializedString())" }
         case .failed(let failure):
-            return ["rule \(rule): matched but failed: \(failure.reason)"]
+            return ["rule \(rule): failed: \(failure.reason)"]
         }
     }
 }

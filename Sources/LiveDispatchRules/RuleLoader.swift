@@ -141,6 +141,7 @@ struct RuleBuilder {
     var diagnostics: [RuleDiagnostic] = []
     var ruleName: String?
     var compiler = ExpressionCompiler(hasItem: false)
+    var forEach: CompiledExpression?
 
     init(source: YAMLSource, node: YAMLNode, activityTypes: [String: ActivityTypeDefinition]) {
         self.source = source
@@ -203,7 +204,7 @@ struct RuleBuilder {
         if let nameNode = node["name"], let name = nameNode.scalar, !name.trimmingSpaces().isEmpty {
             ruleName = name
         }
-        RuleLoaderKeys.check(pairs, into: &self)
+        checkKeys(pairs, allowed: RuleLoader.ruleKeys, context: "a rule")
         guard let name = ruleName else {
             let at = node["name"] ?? node
             problem(at, node["name"] == nil ? "missing key 'name' in a rule" : "the rule name is empty", expected: "a unique rule name")
@@ -321,7 +322,7 @@ struct RuleBuilder {
             }
         }
 
-        var alert: (title: Template, body: Template, sound: Template?)?
+        var alert: AlertTemplates?
         if let alertNode = node["alert"] {
             if let alertPairs = alertNode.pairs {
                 checkKeys(alertPairs, allowed: RuleLoader.alertKeys, context: "alert")
@@ -331,7 +332,7 @@ struct RuleBuilder {
                 for key in ["title", "body"] where alertNode[key] == nil {
                     problem(alertNode, "missing key '\(key)' in alert", expected: "an alert with title and body")
                 }
-                if let title, let body { alert = (title, body, sound) }
+                if let title, let body { alert = AlertTemplates(title: title, body: body, sound: sound) }
             } else {
                 problem(alertNode, "alert is \(alertNode.kindName)", expected: "a mapping with title, body and optionally sound")
             }
@@ -378,8 +379,6 @@ struct RuleBuilder {
             attributes: attributes ?? (event == .start ? [] : nil))
     }
 
-    var forEach: CompiledExpression?
-
     mutating func checkKeys(_ pairs: [(key: YAMLNode, value: YAMLNode)], allowed: [String], context: String) {
         var loader = RuleLoader()
         loader.checkKeys(pairs, allowed: allowed, source: source, rule: ruleName, context: context)
@@ -387,9 +386,8 @@ struct RuleBuilder {
     }
 
     mutating func dateSpecification(after afterKey: String, at atKey: String) -> DateSpecification? {
-        if let afterNode = node[afterKey], let atNode = node[atKey] {
+        if node[afterKey] != nil, let atNode = node[atKey] {
             problem(atNode, "both \(afterKey) and \(atKey) are given", expected: "one of the two")
-            _ = afterNode
             return nil
         }
         if let afterNode = node[afterKey] {
@@ -445,11 +443,5 @@ struct RuleBuilder {
             result.append(.value(name: name, expression: compiled, field: field))
         }
         return result
-    }
-}
-
-enum RuleLoaderKeys {
-    static func check(_ pairs: [(key: YAMLNode, value: YAMLNode)], into builder: inout RuleBuilder) {
-        builder.checkKeys(pairs, allowed: RuleLoader.ruleKeys, context: "a rule")
     }
 }

@@ -199,7 +199,8 @@ public struct RuleSet: Sendable {
         for rule in rules {
             switch rule.run(context, record: record) {
             case .notMatched: continue
-            case .matched(let commands): outcomes += commands.map(RuleOutcome.command)
+            case .matched(let commands):
+                for command in commands { outcomes.append(.command(command)) }
             case .failed(let failure): outcomes.append(.failure(failure))
             }
         }
@@ -264,6 +265,12 @@ extension CompiledRule {
 
     private func date(_ expression: CompiledExpression, _ context: EvaluationContext, field: String) throws(EvaluationFailure) -> Double {
         let value = try prefixed(field) { () throws(EvaluationFailure) in try expression.evaluate(context) }
+        return try Self.seconds(of: value, field: field)
+    }
+
+    /// Unix seconds of a date value (a date, ISO-8601 text or Unix seconds).
+    private static func seconds(of value: Value, field: String) throws(EvaluationFailure) -> Double {
+        if case .time(let seconds) = value { return seconds }
         do throws(EvaluationFailure) {
             guard case .time(let seconds) = try Builtins.toDate(value) else { throw EvaluationFailure("expected a date") }
             return seconds
@@ -286,8 +293,9 @@ extension CompiledRule {
             default: throw EvaluationFailure("\(field): expected a duration, got \(value.type.article)")
             }
         case .at(let expression):
-            if case .null = try prefixed(field, { () throws(EvaluationFailure) in try expression.evaluate(context) }) { return nil }
-            let seconds = try date(expression, context, field: field)
+            let value = try prefixed(field) { () throws(EvaluationFailure) in try expression.evaluate(context) }
+            if case .null = value { return nil }
+            let seconds = try Self.seconds(of: value, field: field)
             guard seconds >= 0 else { throw EvaluationFailure("\(field): the date is before 1970") }
             return UnixTime(seconds: seconds)
         }
@@ -366,7 +374,7 @@ extension CompiledRule {
     }
 
     static func build(_ assignments: [FieldAssignment], _ context: EvaluationContext, path: String) throws(EvaluationFailure) -> [String: JSONValue] {
-        var fields: [String: JSONValue] = [:]
+        var fields = [String: JSONValue](minimumCapacity: assignments.count + 2)
         for assignment in assignments {
             switch assignment {
             case .value(let name, let expression, let field):

@@ -66,6 +66,7 @@ struct Template: Sendable {
     func render(_ context: EvaluationContext, field: String) throws(EvaluationFailure) -> String {
         if parts.count == 1, case .text(let text) = parts[0] { return text }
         var output = ""
+        output.reserveCapacity(source.utf8.count + 16)
         for part in parts {
             switch part {
             case .text(let text): output += text

@@ -219,8 +219,7 @@ struct YAMLSource: Sendable {
             }
             break
         }
-        if consumed == offset, let source = current() {
-            _ = source
+        if consumed == offset, current() != nil {
             return location(line: line + 1, column: column + 1)
         }
         return location(node)

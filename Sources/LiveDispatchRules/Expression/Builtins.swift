@@ -168,10 +168,12 @@ enum Builtins {
             }
             if wantLess ? order < 0 : order > 0 { best = candidate }
         }
-        guard [.int, .double, .time, .duration].contains(best.type) else {
+        switch best {
+        case .int, .double, .time, .duration:
+            return best
+        case .null, .bool, .string, .list, .map:
             throw EvaluationFailure("\(name)() needs numbers, dates or durations, got \(best.type.article)")
         }
-        return best
     }
 
     static func length(_ value: Value) throws(EvaluationFailure) -> Value {

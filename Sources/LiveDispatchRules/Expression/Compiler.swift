@@ -33,6 +33,9 @@ struct ExpressionCompiler: Sendable {
         case .name(let name, let span):
             return try compileName(name, span: span)
         case .member(let base, let field, let span):
+            if let path = Self.eventPath(syntax) {
+                return (Self.eventPathEvaluator(path), .dyn)
+            }
             let (baseEval, baseType) = try compile(base)
             guard baseType == .dyn || baseType == .map || baseType == .null else {
                 throw CompileError(message: "cannot read field '\(field)' of \(baseType.article)", expected: "an object", span: span)
@@ -89,11 +92,10 @@ struct ExpressionCompiler: Sendable {
             }
             let (trueEval, trueType) = try compile(whenTrue)
             let (falseEval, falseType) = try compile(whenFalse)
+            // A branch that is null leaves the other's type; mixed types are known only at run time.
             let type: ValueType
-            if trueType == falseType { type = trueType }
+            if trueType == falseType || falseType == .null { type = trueType }
             else if trueType == .null { type = falseType }
-            else if falseType == .null { type = trueType }
-            else if trueType.isNumeric && falseType.isNumeric { type = .dyn }
             else { type = .dyn }
             return ({ context throws(EvaluationFailure) in
                 switch try conditionEval(context) {
@@ -190,6 +192,12 @@ struct ExpressionCompiler: Sendable {
                     expected: "values of the same type", span: span)
             }
             let wantEqual = op == .equal
+            // Comparing with a constant, the usual `event.type == "goal"`: one call fewer.
+            if case .literal(let constant, _) = right {
+                return ({ context throws(EvaluationFailure) in
+                    .bool(valuesEqual(try leftEval(context), constant) == wantEqual)
+                }, .bool)
+            }
             return ({ context throws(EvaluationFailure) in
                 .bool(valuesEqual(try leftEval(context), try rightEval(context)) == wantEqual)
             }, .bool)
@@ -317,7 +325,53 @@ struct ExpressionCompiler: Sendable {
         if name == "date", case .literal(.string(let text), let literalSpan) = arguments[0], UnixTime(iso8601: text) == nil {
             throw CompileError(message: "\(text.debugDescription) is not a date", expected: "ISO-8601 such as \"2026-02-08T23:30:00Z\"", span: literalSpan)
         }
-        return (try function.make(evaluators, types, span), function.result(types))
+        let evaluate = try function.make(evaluators, types, span)
+        // Pure functions of constants are computed once, here.
+        if name != "now", arguments.allSatisfy({ if case .literal = $0 { true } else { false } }) {
+            let empty = EvaluationContext(event: .null, key: .null, topic: "", headers: [:], now: 0, recordTime: 0)
+            if let constant = try? evaluate(empty) {
+                return ({ _ in constant }, function.result(types))
+            }
+        }
+        return (evaluate, function.result(types))
+    }
+
+    /// The field names of `event.a.b.c`, or nil when the syntax is not such a path.
+    static func eventPath(_ syntax: Syntax) -> [String]? {
+        switch syntax {
+        case .name("event", _): return []
+        case .member(let base, let field, _):
+            guard let prefix = eventPath(base) else { return nil }
+            return prefix + [field]
+        default: return nil
+        }
+    }
+
+    /// Reads `event.a.b.c` straight from the event's JSON, without building
+    /// intermediate values: the common case, kept fast.
+    static func eventPathEvaluator(_ path: [String]) -> Evaluator {
+        if path.count == 1 {
+            let field = path[0]
+            return { context in
+                guard case .object(let fields) = context.event, let value = fields[field] else { return .null }
+                return Value(value)
+            }
+        }
+        return { context throws(EvaluationFailure) in
+            var current = context.event
+            for field in path {
+                switch current {
+                case .object(let fields):
+                    guard let next = fields[field] else { return .null }
+                    current = next
+                case .null:
+                    return .null
+                default:
+                    throw EvaluationFailure("cannot read field '\(field)' of \(Value(current).type.article)")
+                }
+            }
+            return Value(current)
+        }
     }
 }
 

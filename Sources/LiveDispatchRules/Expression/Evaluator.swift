@@ -60,6 +60,7 @@ enum Stringify {
 /// Equality with CEL's numeric cross-type rule: `1 == 1.0`.
 func valuesEqual(_ left: Value, _ right: Value) -> Bool {
     switch (left, right) {
+    case (.string(let a), .string(let b)): return a == b
     case (.int(let a), .int(let b)): return a == b
     case (.int, .double), (.double, .int), (.double, .double): return left.number == right.number
     case (.list(let a), .list(let b)): return a.count == b.count && zip(a, b).allSatisfy { valuesEqual(Value($0), Value($1)) }
