@@ -10,15 +10,19 @@ struct ActivityTypeDefinition: Sendable {
 }
 
 /// A value a rule computes for a schema field: an expression, or a nested
-/// mapping of fields for an object.
-indirect enum FieldAssignment: Sendable {
-    case value(name: String, expression: CompiledExpression, field: SchemaField)
-    case object(name: String, fields: [FieldAssignment])
+/// mapping of fields for an object. A class, so evaluation shares it.
+final class FieldAssignment: Sendable {
+    enum Kind: Sendable {
+        case value(CompiledExpression, SchemaField)
+        case object([FieldAssignment])
+    }
 
-    var name: String {
-        switch self {
-        case .value(let name, _, _), .object(let name, _): name
-        }
+    let name: String
+    let kind: Kind
+
+    init(name: String, kind: Kind) {
+        self.name = name
+        self.kind = kind
     }
 }
 

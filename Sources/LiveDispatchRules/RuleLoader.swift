@@ -427,7 +427,7 @@ struct RuleBuilder {
                 continue
             }
             if case .object(let nested) = field.type, value.pairs != nil {
-                result.append(.object(name: name, fields: assignments(value, schema: nested, path: "\(path).\(name)")))
+                result.append(FieldAssignment(name: name, kind: .object(assignments(value, schema: nested, path: "\(path).\(name)"))))
                 continue
             }
             guard let compiled = expression(value, "\(path).\(name)") else { continue }
@@ -440,7 +440,7 @@ struct RuleBuilder {
             } else if let mismatch = field.type.staticProblem(compiled.type, literal: literal) {
                 problem(in: value, offset: compiled.syntax.span.start, "\(path).\(name) \(mismatch.problem)", expected: mismatch.expected)
             }
-            result.append(.value(name: name, expression: compiled, field: field))
+            result.append(FieldAssignment(name: name, kind: .value(compiled, field)))
         }
         return result
     }

@@ -376,8 +376,9 @@ extension CompiledRule {
     static func build(_ assignments: [FieldAssignment], _ context: EvaluationContext, path: String) throws(EvaluationFailure) -> [String: JSONValue] {
         var fields = [String: JSONValue](minimumCapacity: assignments.count + 2)
         for assignment in assignments {
-            switch assignment {
-            case .value(let name, let expression, let field):
+            let name = assignment.name
+            switch assignment.kind {
+            case .value(let expression, let field):
                 let fieldPath = "\(path).\(name)"
                 let value: Value
                 do {
@@ -391,7 +392,7 @@ extension CompiledRule {
                 } else {
                     fields[name] = try field.type.conform(value, path: fieldPath)
                 }
-            case .object(let name, let nested):
+            case .object(let nested):
                 fields[name] = .object(try build(nested, context, path: "\(path).\(name)"))
             }
         }

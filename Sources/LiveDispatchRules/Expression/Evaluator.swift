@@ -20,12 +20,20 @@ struct EvaluationContext: Sendable {
 /// A compiled expression: a closure tree built once at load.
 typealias Evaluator = @Sendable (EvaluationContext) throws(EvaluationFailure) -> Value
 
-/// A compiled expression with its static type and its source text.
-struct CompiledExpression: Sendable {
-    var evaluate: Evaluator
-    var type: ValueType
-    var syntax: Syntax
-    var text: String
+/// A compiled expression with its static type and its source text. A
+/// class, so that rules share it without copying its parts.
+final class CompiledExpression: Sendable {
+    let evaluate: Evaluator
+    let type: ValueType
+    let syntax: Syntax
+    let text: String
+
+    init(evaluate: @escaping Evaluator, type: ValueType, syntax: Syntax, text: String) {
+        self.evaluate = evaluate
+        self.type = type
+        self.syntax = syntax
+        self.text = text
+    }
 }
 
 /// A problem found while compiling: a type error, an unknown name or
