@@ -65,6 +65,12 @@ final class CompiledRule: Sendable {
     /// Longest list `for_each` walks; a longer one is an error, not a flood.
     static let maxForEach = 1000
 
+    /// When `when` is `event.F == "text"` (alone or as the first part of an
+    /// `&&`), the field and the text: rules of one topic that test the same
+    /// field share one lookup, and a rule whose text differs is skipped
+    /// without running. Only top-level fields, whose lookup cannot fail.
+    let guardCondition: (field: String, text: String)?
+
     init(
         name: String, topics: [String], location: SourceLocation, when: CompiledExpression?, forEach: CompiledExpression?,
         activityID: Template, activityType: String, event: ActivityEvent, set: [FieldAssignment], unset: [String],
@@ -90,6 +96,18 @@ final class CompiledRule: Sendable {
         self.relevanceScore = relevanceScore
         self.timestamp = timestamp
         self.attributes = attributes
+        guardCondition = when.flatMap { Self.guardCondition($0.syntax) }
+    }
+
+    private static func guardCondition(_ syntax: Syntax) -> (field: String, text: String)? {
+        switch syntax {
+        case .binary(.equal, .member(.name("event", _), let field, _), .literal(.string(let text), _), _):
+            return (field, text)
+        case .binary(.and, let left, _, _):
+            return guardCondition(left)
+        default:
+            return nil
+        }
     }
 }
 

@@ -196,7 +196,16 @@ public struct RuleSet: Sendable {
             event: event, key: record.key.map(Value.string) ?? .null, topic: record.topic, headers: record.headers,
             now: now.seconds, recordTime: record.timestamp.seconds)
         var outcomes: [RuleOutcome] = []
+        var guardField: String?
+        var guardValue: JSONValue?
         for rule in rules {
+            if let condition = rule.guardCondition {
+                if guardField != condition.field {
+                    guardField = condition.field
+                    guardValue = event[condition.field]
+                }
+                guard case .string(let text)? = guardValue, text == condition.text else { continue }
+            }
             switch rule.run(context, record: record) {
             case .notMatched: continue
             case .matched(let commands):

@@ -289,4 +289,49 @@ struct RuleSetTests {
         let error = try #require(throws: RuleSetError.self) { try RuleSet.compile(files: [("m.yaml", text)]) }
         #expect(error.diagnostics.first?.location == SourceLocation(file: "m.yaml", line: 11, column: 7))
     }
+
+    @Test("rules guarded by event.F == \"text\" give the same outcomes as running every when")
+    func guardedRules() throws {
+        let text = """
+            version: 1
+            activity_types:
+              T:
+                content_state: {n: int}
+            rules:
+              - name: a
+                topic: t
+                when: event.kind == "a" && event.n > 1
+                activity_id: "x-{{ event.id }}"
+                activity_type: T
+                set: {n: event.n}
+              - name: b
+                topic: t
+                when: event.kind == "b"
+                activity_id: "x-{{ event.id }}"
+                activity_type: T
+                set: {n: event.n}
+              - name: any
+                topic: t
+                when: event.n == 7
+                activity_id: "y-{{ event.id }}"
+                activity_type: T
+                set: {n: event.n}
+            """
+        let rules = try RuleSet.compile(files: [("g.yaml", text)])
+        func names(_ event: JSONValue) -> [String] {
+            rules.evaluate(record("t"), event: event, now: now).map { outcome in
+                switch outcome {
+                case .command(let command): command.source?.rule ?? "?"
+                case .failure(let failure): "error \(failure.rule ?? "?"): \(failure.reason)"
+                case .noMatch: "no match"
+                }
+            }
+        }
+        #expect(names(["kind": "a", "n": 2, "id": 1]) == ["a"])
+        #expect(names(["kind": "a", "n": 1, "id": 1]) == ["no match"])
+        #expect(names(["kind": "b", "n": 7, "id": 1]) == ["b", "any"])
+        #expect(names(["kind": 5, "n": 3, "id": 1]) == ["no match"])
+        #expect(names(["n": 3, "id": 1]) == ["no match"])
+        #expect(names(["kind": "a", "n": "two", "id": 1]) == ["error a: when: '>' cannot compare a string with an int"])
+    }
 }
