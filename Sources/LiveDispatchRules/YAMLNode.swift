@@ -67,10 +67,12 @@ struct YAMLNode: Sendable {
 /// The text of a YAML file and how to find a place in it.
 struct YAMLSource: Sendable {
     let file: String
+    let text: String
     let lines: [[Unicode.Scalar]]
 
     init(file: String, text: String) {
         self.file = file
+        self.text = text
         var lines: [[Unicode.Scalar]] = [[]]
         for scalar in text.unicodeScalars {
             lines[lines.count - 1].append(scalar)
@@ -89,7 +91,6 @@ struct YAMLSource: Sendable {
 
     /// Parses the file's first document.
     func parse() throws(RuleDiagnostic) -> YAMLNode? {
-        let text = String(String.UnicodeScalarView(lines.joined()))
         let root: Node?
         do {
             root = try Yams.compose(yaml: text)

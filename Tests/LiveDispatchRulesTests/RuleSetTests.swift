@@ -334,4 +334,28 @@ struct RuleSetTests {
         #expect(names(["n": 3, "id": 1]) == ["no match"])
         #expect(names(["kind": "a", "n": "two", "id": 1]) == ["error a: when: '>' cannot compare a string with an int"])
     }
+
+    @Test("positions inside single-quoted scalars with doubled quotes and folded block scalars")
+    func quotedAndFoldedPositions() throws {
+        let header = """
+            version: 1
+            activity_types:
+              T:
+                content_state: {a: string}
+            rules:
+              - name: r
+                topic: t
+                activity_id: x
+                activity_type: T
+
+            """
+        let quoted = header + "    when: 'event.a == ''it'' && nope(1)'\n"
+        let quotedError = try #require(throws: RuleSetError.self) { try RuleSet.compile(files: [("q.yaml", quoted)]) }
+        #expect(quotedError.diagnostics.map(\.description) == [
+            "q.yaml:10:33: rule r: when: unknown function 'nope' (expected \(BrokenRuleFileTests.functions))"
+        ])
+        let folded = header + "    when: >\n      event.a == 'x' &&\n      nope(2)\n"
+        let foldedError = try #require(throws: RuleSetError.self) { try RuleSet.compile(files: [("f.yaml", folded)]) }
+        #expect(foldedError.diagnostics.first?.location == SourceLocation(file: "f.yaml", line: 12, column: 7))
+    }
 }

@@ -248,9 +248,11 @@ struct ExpressionCompiler: Sendable {
             }, type)
         case .add, .subtract, .multiply, .divide, .remainder:
             let type = try arithmeticType(op, leftType, rightType, span: span)
-            return ({ context throws(EvaluationFailure) in
+            let evaluate: Evaluator = { context throws(EvaluationFailure) in
                 try arithmetic(op, try leftEval(context), try rightEval(context))
-            }, type)
+            }
+            if left.isLiteral && right.isLiteral { return (try Self.fold(evaluate, span: span), type) }
+            return (evaluate, type)
         }
     }
 
@@ -326,14 +328,23 @@ struct ExpressionCompiler: Sendable {
             throw CompileError(message: "\(text.debugDescription) is not a date", expected: "ISO-8601 such as \"2026-02-08T23:30:00Z\"", span: literalSpan)
         }
         let evaluate = try function.make(evaluators, types, span)
-        // Pure functions of constants are computed once, here.
-        if name != "now", arguments.allSatisfy({ if case .literal = $0 { true } else { false } }) {
-            let empty = EvaluationContext(event: .null, key: .null, topic: "", headers: [:], now: 0, recordTime: 0)
-            if let constant = try? evaluate(empty) {
-                return ({ _ in constant }, function.result(types))
-            }
+        // Pure functions of constants are computed once, here; one that
+        // cannot succeed is an error now rather than on every event.
+        if name != "now", arguments.allSatisfy(\.isLiteral) {
+            return (try Self.fold(evaluate, span: span), function.result(types))
         }
         return (evaluate, function.result(types))
+    }
+
+    /// Evaluates an expression made only of constants once, at load.
+    static func fold(_ evaluate: Evaluator, span: Span) throws(CompileError) -> Evaluator {
+        let empty = EvaluationContext(event: .null, key: .null, topic: "", headers: [:], now: 0, recordTime: 0)
+        do {
+            let constant = try evaluate(empty)
+            return { _ in constant }
+        } catch {
+            throw CompileError(message: error.message, expected: "an expression that can be computed", span: span)
+        }
     }
 
     /// The field names of `event.a.b.c`, or nil when the syntax is not such a path.

@@ -18,7 +18,7 @@ struct Token: Sendable, Hashable {
         switch kind {
         case .integer(let value): "'\(value)'"
         case .double(let value): "'\(value)'"
-        case .string: "a string"
+        case .string(let text): "string \(text.debugDescription)"
         case .identifier(let name): "'\(name)'"
         case .symbol(let symbol): "'\(symbol)'"
         case .end: "end of the expression"

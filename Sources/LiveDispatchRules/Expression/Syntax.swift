@@ -11,6 +11,11 @@ indirect enum Syntax: Sendable, Hashable {
     case conditional(Syntax, Syntax, Syntax, Span)
     case list([Syntax], Span)
 
+    var isLiteral: Bool {
+        if case .literal = self { return true }
+        return false
+    }
+
     var span: Span {
         switch self {
         case .literal(_, let span), .name(_, let span), .member(_, _, let span), .index(_, _, let span),
