@@ -37,11 +37,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Rule files: parse, validate with positions, compile, evaluate.
+        .target(
+            name: "LiveDispatchRules",
+            dependencies: [
+                "LiveDispatchCore",
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // Services and wiring: router, dispatcher, stores, configuration, admin HTTP.
         .target(
             name: "LiveDispatchWorker",
             dependencies: [
                 "LiveDispatchCore",
+                "LiveDispatchRules",
                 .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: swiftSettings
@@ -52,6 +63,8 @@ let package = Package(
             name: "livedispatch",
             dependencies: [
                 "LiveDispatchCore",
+                "LiveDispatchRules",
+                "LiveDispatchWorker",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -60,6 +73,12 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchCoreTests",
             dependencies: ["LiveDispatchCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LiveDispatchRulesTests",
+            dependencies: ["LiveDispatchRules", "LiveDispatchCore"],
+            resources: [.copy("Broken")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
