@@ -126,3 +126,27 @@ struct IdentifierTests {
         #expect(UnixTime(seconds: 1_764_007_200.9).iso8601 == "2025-11-24T18:00:00Z")
     }
 }
+
+@Suite("JSON number edge cases")
+struct JSONNumberTests {
+    @Test(
+        "integers at and past the Int64 limits",
+        arguments: [
+            ("9223372036854775807", JSONValue.integer(Int64.max)),
+            ("-9223372036854775808", JSONValue.integer(Int64.min)),
+            ("9223372036854775808", JSONValue.double(9_223_372_036_854_775_808)),
+            ("-9223372036854775809", JSONValue.double(-9_223_372_036_854_775_809)),
+            ("0", JSONValue.integer(0)),
+            ("-0", JSONValue.integer(0)),
+            ("-12", JSONValue.integer(-12)),
+            ("1.5e2", JSONValue.double(150)),
+        ])
+    func limits(text: String, value: JSONValue) throws {
+        #expect(try JSONValue.parse(text) == value)
+    }
+
+    @Test("a number too large for a double is refused")
+    func outOfRange() {
+        #expect(throws: JSONParseError.self) { try JSONValue.parse("1e999") }
+    }
+}
