@@ -139,7 +139,7 @@ final class RDKafkaConsumerClient: Sendable {
         defer { rd_kafka_message_destroy(message) }
         let error = message.pointee.err
         if error == RD_KAFKA_RESP_ERR_NO_ERROR {
-            pollState.pending.append(.record(record(from: message)))
+            pollState.pending.append(.record(RDKafkaMessage.record(from: message, topicNames: &pollState.topicNames)))
             return
         }
         if error == RD_KAFKA_RESP_ERR__PARTITION_EOF { return }
@@ -160,44 +160,6 @@ final class RDKafkaConsumerClient: Sendable {
             metadata: [
                 "kafka.error": "\(String(cString: rd_kafka_err2name(error)))", "kafka.message": "\(detail)",
             ])
-    }
-
-    private func record(from message: UnsafeMutablePointer<rd_kafka_message_t>) -> KafkaRecord {
-        let raw = message.pointee
-        var topic = ""
-        if let rkt = raw.rkt {
-            if let cached = pollState.topicNames[rkt] {
-                topic = cached
-            } else {
-                topic = String(cString: rd_kafka_topic_name(rkt))
-                pollState.topicNames[rkt] = topic
-            }
-        }
-        let key = raw.key.map { Array(UnsafeRawBufferPointer(start: $0, count: raw.key_len)) }
-        let value = raw.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: raw.len)) }
-        var headers: [KafkaHeader] = []
-        var headerList: OpaquePointer?
-        if rd_kafka_message_headers(message, &headerList) == RD_KAFKA_RESP_ERR_NO_ERROR, let headerList {
-            let count = rd_kafka_header_cnt(headerList)
-            headers.reserveCapacity(count)
-            for index in 0..<count {
-                var name: UnsafePointer<CChar>?
-                var value: UnsafeRawPointer?
-                var size = 0
-                guard rd_kafka_header_get_all(headerList, index, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR,
-                    let name
-                else { continue }
-                headers.append(
-                    KafkaHeader(
-                        key: String(cString: name),
-                        value: value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }))
-            }
-        }
-        var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
-        let timestamp = rd_kafka_message_timestamp(message, &timestampType)
-        return KafkaRecord(
-            topic: topic, partition: raw.partition, offset: raw.offset, key: key, value: value, headers: headers,
-            timestampMilliseconds: timestamp >= 0 ? timestamp : nil)
     }
 
     /// The rebalance callback, on the poll thread (inside poll or close).
