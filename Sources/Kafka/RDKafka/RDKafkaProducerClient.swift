@@ -68,6 +68,13 @@ final class RDKafkaProducerClient: Sendable {
                 rd_kafka_event_destroy(event)
             }
         }
+        // Delivery reports and errors land on the main queue; forward it to the
+        // background queue, whose thread calls the callback above.
+        let main = rd_kafka_queue_get_main(handle.pointer)
+        let background = rd_kafka_queue_get_background(handle.pointer)
+        rd_kafka_queue_forward(main, background)
+        rd_kafka_queue_destroy(main)
+        rd_kafka_queue_destroy(background)
     }
 
     private static func handle(event: OpaquePointer, context: RDKafkaClientContext) {
