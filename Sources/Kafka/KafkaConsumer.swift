@@ -132,14 +132,6 @@ public final class KafkaConsumer: Service, Sendable {
             throw KafkaError(code: .closed, message: "the consumer is closing; partitions can no longer be resumed")
         }
     }
-
-    /// Makes the consumer vanish from the group without leaving it or
-    /// committing once it is released, as a crashed process would: its
-    /// partitions move only after the session timeout. For failure tests.
-    public func abandonWithoutClosing() {
-        client.handle.abandonOnDestroy()
-        client.buffer.cancel()
-    }
 }
 
 /// The ordered events of a ``KafkaConsumer``. One reader at a time.

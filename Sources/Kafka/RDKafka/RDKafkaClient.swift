@@ -41,8 +41,6 @@ final class RDKafkaHandle: @unchecked Sendable {
 
     let pointer: OpaquePointer
     let context: RDKafkaClientContext
-    /// Skip the implicit consumer close on destroy (a member that vanishes, as in a crash).
-    private let destroyWithoutClose = Mutex(false)
 
     /// Creates a handle from `properties`; `configure` may install callbacks on the configuration.
     init(
@@ -96,18 +94,12 @@ final class RDKafkaHandle: @unchecked Sendable {
         self.context = context
     }
 
-    /// Makes `deinit` destroy the handle without leaving the group, as a crashed member would.
-    func abandonOnDestroy() {
-        destroyWithoutClose.withLock { $0 = true }
-    }
-
     deinit {
         // rd_kafka_destroy joins librdkafka's threads: do it off the cooperative pool.
         let handle = UnsafeHandle(pointer: pointer)
         let context = self.context
-        let flags: Int32 = destroyWithoutClose.withLock { $0 } ? RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE : 0
         DedicatedThread.start(name: "rdkafka-destroy") {
-            rd_kafka_destroy_flags(handle.pointer, flags)
+            rd_kafka_destroy(handle.pointer)
             withExtendedLifetime(context) {}
         }
     }
