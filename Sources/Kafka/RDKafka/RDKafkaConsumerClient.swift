@@ -27,6 +27,7 @@ final class RDKafkaConsumerClient: Sendable {
     private final class PollThreadState: @unchecked Sendable {
         var pending: [KafkaConsumerEvent] = []
         var topicNames: [OpaquePointer: String] = [:]
+        var rebalances = 0
     }
 
     init(properties: [String: String], bufferCapacity: Int, logger: Logger) throws(KafkaError) {
@@ -113,7 +114,7 @@ final class RDKafkaConsumerClient: Sendable {
         }
         buffer.makeUnbounded()
         if fatalError.withLock({ $0 }) == nil {
-            commitStoredOffsets(reason: "close")
+            finalCommit()
         }
         let closeError = rd_kafka_consumer_close(rk)
         if closeError != RD_KAFKA_RESP_ERR_NO_ERROR {
@@ -169,6 +170,7 @@ final class RDKafkaConsumerClient: Sendable {
     ) {
         let partitions = RDKafkaPartitionList.read(list).map(\.topicPartition)
         let cooperative = String(cString: rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE"
+        pollState.rebalances += 1
         switch error {
         case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
             let action = assignment.withLock { $0.assigned(partitions) }
@@ -226,7 +228,8 @@ final class RDKafkaConsumerClient: Sendable {
         return KafkaError(code: .assignment, message: message, error: error)
     }
 
-    private func commitStoredOffsets(reason: String) {
+    @discardableResult
+    private func commitStoredOffsets(reason: String) -> rd_kafka_resp_err_t {
         let error = rd_kafka_commit(handle.pointer, nil, 0)
         if error != RD_KAFKA_RESP_ERR_NO_ERROR, error != RD_KAFKA_RESP_ERR__NO_OFFSET {
             logger.warning(
@@ -235,7 +238,34 @@ final class RDKafkaConsumerClient: Sendable {
                     "kafka.reason": "\(reason)", "kafka.error": "\(String(cString: rd_kafka_err2name(error)))",
                 ])
         }
+        return error
     }
+
+    /// The commit before leaving the group. When another member's departure
+    /// left this member's generation stale, keep polling (serving the
+    /// rebalance) until the group settles, then commit again, for at most
+    /// `finalCommitPatience` rounds of 100 ms.
+    private func finalCommit() {
+        let finalCommitPatience = 150
+        var error = commitStoredOffsets(reason: "close")
+        var rounds = 0
+        while rounds < finalCommitPatience,
+            error == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION || error == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS
+                || error == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || error == RD_KAFKA_RESP_ERR__WAIT_COORD
+                || error == RD_KAFKA_RESP_ERR_NOT_COORDINATOR || error == RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE
+        {
+            let generationBefore = generation
+            while rounds < finalCommitPatience, generation == generationBefore {
+                if let message = rd_kafka_consumer_poll(handle.pointer, 100) { handle(message: message) }
+                rounds += 1
+            }
+            flushPending()
+            error = commitStoredOffsets(reason: "close")
+        }
+    }
+
+    /// Counts assignment changes seen by the rebalance callback (poll thread only).
+    private var generation: Int { pollState.rebalances }
 
     // MARK: Application calls
 
