@@ -73,6 +73,9 @@ final class BoundedEventBuffer<Element: Sendable>: Sendable {
         }
     }
 
+    /// Whether the producer thread is waiting for room.
+    var isProducerWaiting: Bool { state.withLock { $0.producerWaiting } }
+
     /// Removes buffered elements that were not yet handed out (from the producer thread).
     func removeAll(where predicate: (Element) -> Bool) {
         state.withLock { $0.elements.removeAll(where: predicate) }
