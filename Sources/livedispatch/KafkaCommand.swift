@@ -1,0 +1,172 @@
+import ArgumentParser
+import Foundation
+import Kafka
+import Logging
+import UnixSignals
+
+/// `livedispatch kafka …`: an embedded cluster for other programs, and the consume benchmark.
+struct KafkaCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kafka",
+        abstract: "Kafka tools: an embedded cluster and a consume benchmark.",
+        subcommands: [Embedded.self, BenchConsume.self]
+    )
+
+    /// A topic given as `name:partitions`.
+    struct TopicArgument: ExpressibleByArgument, Sendable {
+        var name: String
+        var partitions: Int
+
+        init?(argument: String) {
+            guard let colon = argument.lastIndex(of: ":") else { return nil }
+            let name = String(argument[..<colon])
+            guard !name.isEmpty, let partitions = Int(argument[argument.index(after: colon)...]), partitions > 0
+            else { return nil }
+            self.name = name
+            self.partitions = partitions
+        }
+    }
+
+    static func logger(_ label: String, verbose: Bool) -> Logger {
+        var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = verbose ? .info : .warning
+        return logger
+    }
+
+    struct Embedded: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run an in-process Kafka cluster (librdkafka's mock cluster) until SIGTERM or SIGINT.",
+            discussion: "Prints one line `bootstrap: <servers>` on standard output once the cluster and its topics exist."
+        )
+
+        @Option(help: "Number of brokers.")
+        var brokers: Int = 3
+
+        @Option(name: .customLong("topic"), help: "A topic to create, as name:partitions (repeatable).")
+        var topics: [TopicArgument] = []
+
+        @Flag(help: "Log librdkafka's informational messages to standard error.")
+        var verbose = false
+
+        func validate() throws {
+            guard brokers >= 1 else { throw ValidationError("--brokers must be at least 1") }
+        }
+
+        func run() async throws {
+            let logger = KafkaCommand.logger("livedispatch.kafka.embedded", verbose: verbose)
+            let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+            let cluster = try EmbeddedKafkaCluster(brokers: brokers, logger: logger)
+            for topic in topics {
+                try cluster.createTopic(topic.name, partitions: topic.partitions, replicationFactor: min(brokers, 3))
+            }
+            FileHandle.standardOutput.write(Data("bootstrap: \(cluster.bootstrapServers)\n".utf8))
+            for await signal in signals {
+                logger.info("Embedded Kafka cluster stopping", metadata: ["signal": "\(signal)"])
+                break
+            }
+            withExtendedLifetime(cluster) {}
+        }
+    }
+
+    struct BenchConsume: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "bench-consume",
+            abstract: "Measure how fast a group consumer reads a topic (records per second)."
+        )
+
+        @Option(help: "bootstrap.servers of the cluster.")
+        var bootstrapServers: String
+
+        @Option(help: "Topic to read.")
+        var topic: String
+
+        @Option(help: "Records to read before stopping.")
+        var records: Int = 1_000_000
+
+        @Flag(help: "Produce --records records of --value-bytes bytes to the topic first.")
+        var produce = false
+
+        @Option(help: "Value size of produced records.")
+        var valueBytes: Int = 100
+
+        @Flag(help: "Store each record's offset, as the worker does.")
+        var storeOffsets = false
+
+        @Flag(help: "Log librdkafka's informational messages to standard error.")
+        var verbose = false
+
+        func run() async throws {
+            let logger = KafkaCommand.logger("livedispatch.kafka.bench", verbose: verbose)
+            let client = KafkaClientConfiguration(bootstrapServers: [bootstrapServers], clientID: "livedispatch-bench")
+            if produce {
+                let started = ContinuousClock.now
+                try await produceRecords(client: client, logger: logger)
+                let seconds = (ContinuousClock.now - started).seconds
+                print("produced: \(records) in \(format(seconds)) s (\(format(Double(records) / seconds)) records/s)")
+            }
+            var configuration = KafkaConsumerConfiguration(
+                client: client, groupID: "livedispatch-bench-\(UUID().uuidString.prefix(8))",
+                sessionTimeout: .seconds(6), heartbeatInterval: .milliseconds(500), autoCommitInterval: nil)
+            configuration.client.properties["fetch.wait.max.ms"] = "10"
+            let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: logger)
+            let started = ContinuousClock.now
+            var firstRecord: ContinuousClock.Instant?
+            var count = 0
+            var bytes = 0
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await consumer.run() }
+                for await event in consumer.events {
+                    guard case .record(let record) = event else { continue }
+                    if firstRecord == nil { firstRecord = .now }
+                    count += 1
+                    bytes += record.value?.count ?? 0
+                    if storeOffsets { try consumer.storeOffset(record) }
+                    if count >= records { break }
+                }
+                let finished = ContinuousClock.now
+                consumer.close()
+                try await group.waitForAll()
+                let total = (finished - started).seconds
+                let steady = (finished - (firstRecord ?? started)).seconds
+                print("records: \(count)")
+                print("bytes: \(bytes)")
+                print("time-to-first-record-seconds: \(format((firstRecord ?? finished) - started))")
+                print("consume-seconds: \(format(steady))")
+                print("records-per-second: \(format(Double(count) / steady))")
+                print("total-seconds: \(format(total))")
+                print("records-per-second-including-join: \(format(Double(count) / total))")
+            }
+        }
+
+        private func produceRecords(client: KafkaClientConfiguration, logger: Logger) async throws {
+            let producer = try KafkaProducer(
+                configuration: KafkaProducerConfiguration(client: client, linger: .milliseconds(20)), logger: logger)
+            let value = [UInt8](repeating: UInt8(ascii: "x"), count: valueBytes)
+            let window = 20_000
+            var next = 0
+            while next < records {
+                let end = min(records, next + window)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for index in next..<end {
+                        group.addTask {
+                            try await producer.send(topic: topic, key: Array("activity-\(index)".utf8), value: value)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                next = end
+            }
+            try await producer.flush()
+        }
+
+        private func format(_ duration: Duration) -> String { format(duration.seconds) }
+
+        private func format(_ value: Double) -> String { String(format: "%.3f", value) }
+    }
+}
+
+extension Duration {
+    fileprivate var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
