@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Polls `condition` until it holds or `timeout` seconds pass; returns whether it held.
 /// Tests wait this way, never with a fixed sleep.
@@ -13,4 +14,12 @@ func eventually(timeout: Double = 30, _ condition: () async throws -> Bool) asyn
         }
     }
     return try await condition()
+}
+
+/// A counter tasks share.
+final class Tally: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    func raise(to value: Int) { count.withLock { $0 = max($0, value) } }
+    var value: Int { count.withLock { $0 } }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -91,16 +92,14 @@ final class NGHTTPDServer: Sendable {
         guard listening else { throw TestSetupError("nghttpd did not start listening on \(port)") }
     }
 
-    /// Kills the server at once: its connections are reset.
+    /// Kills the server at once: its connections are reset. SIGKILL, because
+    /// a child started from a test thread inherits a mask blocking SIGTERM.
     func kill() {
-        if process.isRunning {
-            process.interrupt()
-            process.terminate()
-        }
+        if process.isRunning { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
     }
 
-    deinit { if process.isRunning { process.terminate() } }
+    deinit { if process.isRunning { _ = Glibc.kill(process.processIdentifier, SIGKILL) } }
 }
 
 /// A TLS server that negotiates `h2` and then never answers: requests to it
