@@ -37,8 +37,11 @@ final class NGHTTP2ServerSession {
     /// RST_STREAM frames this side submitted on purpose, so those nghttp2
     /// sends by itself (limit exceeded, protocol errors) can be told apart.
     fileprivate var submittedResets: Set<Int32> = []
-    /// RST_STREAM frames nghttp2 sent on its own.
+    /// RST_STREAM and GOAWAY frames nghttp2 sent on its own (a stream
+    /// beyond the announced limit, a protocol error).
     private(set) var automaticResets = 0
+    /// Whether this side submitted a GOAWAY.
+    fileprivate var submittedGoAway = false
 
     /// Creates a server session and queues the initial SETTINGS frame with
     /// `maxConcurrentStreams`.
@@ -148,6 +151,7 @@ final class NGHTTP2ServerSession {
     /// Queues a GOAWAY frame: streams above `lastStreamID` will not be processed.
     func submitGoAway(lastStreamID: Int32, code: HTTP2ErrorCode, debugData: [UInt8]) throws(SimulatorError) {
         guard let session else { return }
+        submittedGoAway = true
         let result = debugData.withUnsafeBufferPointer { debug in
             nghttp2_submit_goaway(
                 session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastStreamID, code.rawValue, debug.baseAddress, debug.count)
@@ -163,6 +167,10 @@ final class NGHTTP2ServerSession {
 
     fileprivate func noteAutomaticReset(stream: Int32) {
         if submittedResets.remove(stream) == nil { automaticResets += 1 }
+    }
+
+    fileprivate func noteGoAwaySent() {
+        if !submittedGoAway { automaticResets += 1 }
     }
 
     private static func describe(_ code: Int32) -> String {
@@ -247,6 +255,8 @@ private let onFrameSent: nghttp2_on_frame_send_callback = { _, frame, userData i
     guard let frame, let session = owner(userData) else { return 0 }
     if frame.pointee.hd.type == UInt8(NGHTTP2_RST_STREAM.rawValue) {
         session.noteAutomaticReset(stream: frame.pointee.hd.stream_id)
+    } else if frame.pointee.hd.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
+        session.noteGoAwaySent()
     }
     return 0
 }
