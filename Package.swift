@@ -88,7 +88,10 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LiveDispatchCore", "APNsSimulator", "livedispatch"],
+            dependencies: [
+                "LiveDispatchCore", "APNsSimulator", "livedispatch",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -25,20 +25,22 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var closeAfterFlush = false
 
     init(
-        rules: APNsRequestRules, maxConcurrentStreams: UInt32, state: SimulatorState,
+        rules: APNsRequestRules, maxConcurrentStreams: UInt32, initialMaxConcurrentStreams: UInt32,
+        state: SimulatorState,
         clock: @escaping @Sendable () -> Double, logger: Logger
     ) {
         self.rules = rules
         self.state = state
         self.clock = clock
         self.logger = logger
-        self.machine = ConnectionStateMachine(configuredMaxStreams: maxConcurrentStreams)
+        self.machine = ConnectionStateMachine(
+            configuredMaxStreams: maxConcurrentStreams, initialMaxStreams: initialMaxConcurrentStreams)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        connectionID = state.register(channel: context.channel)
+        connectionID = state.register(channel: context.channel, announcedMaxStreams: Int(machine.announcedMaxStreams))
         do {
-            session = try NGHTTP2ServerSession(maxConcurrentStreams: ConnectionStateMachine.initialMaxStreams)
+            session = try NGHTTP2ServerSession(maxConcurrentStreams: machine.announcedMaxStreams)
         } catch {
             logger.error("cannot create an HTTP/2 session", metadata: ["error": "\(error)"])
             context.close(promise: nil)
@@ -66,20 +68,24 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing, let session else { return }
         let buffer = unwrapInboundIn(data)
-        let events: [HTTP2ServerEvent]
         do {
-            events = try buffer.withUnsafeReadableBytes { bytes throws(SimulatorError) in try session.receive(bytes) }
+            try buffer.withUnsafeReadableBytes { bytes throws(SimulatorError) in try session.receive(bytes) }
         } catch {
             logger.debug("HTTP/2 protocol error", metadata: ["connection.id": "\(connectionID)", "error": "\(error)"])
             flush(context: context)
             context.close(promise: nil)
             return
         }
-        for event in events {
+        handleEvents(context: context)
+        publish(isOpen: true)
+    }
+
+    private func handleEvents(context: ChannelHandlerContext) {
+        guard let session else { return }
+        for event in session.takeEvents() {
             guard !closing else { return }
             handle(event, context: context)
         }
-        publish(isOpen: true)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -175,18 +181,28 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         session.submitResponse(stream: stream, status: response.status, headers: headers, body: body)
     }
 
-    /// Writes whatever nghttp2 has queued, then closes if a GOAWAY has drained.
+    /// Writes whatever nghttp2 has queued, handles the streams that closed
+    /// by sending, then closes if a GOAWAY has drained.
     private func flush(context: ChannelHandlerContext) {
         guard let session, !closing else { return }
         var output = context.channel.allocator.buffer(capacity: 0)
         do {
-            try session.drainOutput { chunk in output.writeBytes(chunk) }
+            // Handling closed streams may queue more frames (none today, but
+            // a state machine action may), so drain until quiet.
+            var wrote = 0
+            repeat {
+                let before = output.readableBytes
+                try session.drainOutput { chunk in output.writeBytes(chunk) }
+                handleEvents(context: context)
+                wrote = output.readableBytes - before
+            } while wrote > 0 && session.hasPendingOutput && !closing
         } catch {
             logger.debug("HTTP/2 send error", metadata: ["connection.id": "\(connectionID)", "error": "\(error)"])
             closing = true
             context.close(promise: nil)
             return
         }
+        guard !closing else { return }
         if output.readableBytes > 0 {
             context.writeAndFlush(wrapOutboundOut(output), promise: nil)
         }

@@ -29,8 +29,12 @@ public final class APNsSimulator: Sendable {
         public var publicKey: P256.Signing.PublicKey
         /// The app's bundle id; Live Activity topics are `<bundle>.push-type.liveactivity`.
         public var bundleID: String
-        /// `SETTINGS_MAX_CONCURRENT_STREAMS` once a push has succeeded (1 before). Default 1000.
+        /// `SETTINGS_MAX_CONCURRENT_STREAMS` once a push has succeeded. Default 1000.
         public var maxConcurrentStreams: Int
+        /// `SETTINGS_MAX_CONCURRENT_STREAMS` until a push has succeeded: 1 as
+        /// APNs does (the default); load generators that open many streams
+        /// at once (h2load) need it as high as ``maxConcurrentStreams``.
+        public var initialMaxConcurrentStreams: Int
         /// The TLS identity; nil generates a self-signed one at start.
         public var certificate: SimulatorCertificate?
         public var faults: SimulatorFaults
@@ -49,7 +53,7 @@ public final class APNsSimulator: Sendable {
         public init(
             host: String = "127.0.0.1", port: Int = 0, teamID: String, keyID: String,
             publicKey: P256.Signing.PublicKey, bundleID: String, maxConcurrentStreams: Int = 1000,
-            certificate: SimulatorCertificate? = nil, faults: SimulatorFaults = SimulatorFaults(),
+            initialMaxConcurrentStreams: Int = 1, certificate: SimulatorCertificate? = nil, faults: SimulatorFaults = SimulatorFaults(),
             recordFile: String? = nil, historyLimit: Int = 100_000, tokenUpdateInterval: Int64? = 1200,
             clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
             threads: Int = System.coreCount
@@ -61,6 +65,7 @@ public final class APNsSimulator: Sendable {
             self.publicKey = publicKey
             self.bundleID = bundleID
             self.maxConcurrentStreams = maxConcurrentStreams
+            self.initialMaxConcurrentStreams = initialMaxConcurrentStreams
             self.certificate = certificate
             self.faults = faults
             self.recordFile = recordFile
@@ -104,6 +109,10 @@ public final class APNsSimulator: Sendable {
             throw .invalidConfiguration(
                 "max concurrent streams must be at least 1, not \(configuration.maxConcurrentStreams)")
         }
+        guard (1...configuration.maxConcurrentStreams).contains(configuration.initialMaxConcurrentStreams) else {
+            throw .invalidConfiguration(
+                "the initial max concurrent streams (\(configuration.initialMaxConcurrentStreams)) must be between 1 and the max concurrent streams (\(configuration.maxConcurrentStreams))")
+        }
         guard !configuration.bundleID.isEmpty else { throw .invalidConfiguration("the bundle id is empty") }
         let certificate: SimulatorCertificate
         if let given = configuration.certificate {
@@ -120,6 +129,7 @@ public final class APNsSimulator: Sendable {
                 teamID: configuration.teamID, keyID: configuration.keyID, publicKey: configuration.publicKey),
             tokenUpdateInterval: configuration.tokenUpdateInterval)
         let maxStreams = UInt32(configuration.maxConcurrentStreams)
+        let initialMaxStreams = UInt32(configuration.initialMaxConcurrentStreams)
         let clock = configuration.clock
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(configuration.threads, 1))
         let bootstrap = ServerBootstrap(group: group)
@@ -131,7 +141,8 @@ public final class APNsSimulator: Sendable {
                     let handlers: [any ChannelHandler] = [
                         NIOSSLServerHandler(context: tls),
                         APNsConnectionHandler(
-                            rules: rules, maxConcurrentStreams: maxStreams, state: state, clock: clock,
+                            rules: rules, maxConcurrentStreams: maxStreams,
+                            initialMaxConcurrentStreams: initialMaxStreams, state: state, clock: clock,
                             logger: logger),
                     ]
                     try channel.pipeline.syncOperations.addHandlers(handlers)

@@ -47,12 +47,14 @@ struct ConnectionStateMachine: Sendable {
     /// Streams opened beyond an acknowledged limit.
     private(set) var limitViolations = 0
 
-    init(configuredMaxStreams: UInt32) {
+    /// `initialMaxStreams` is the limit of the connection's first SETTINGS
+    /// frame: 1 as APNs does, or more for load generators that do not wait
+    /// for a first response.
+    init(configuredMaxStreams: UInt32, initialMaxStreams: UInt32 = 1) {
         self.configuredMaxStreams = configuredMaxStreams
+        self.announcedMaxStreams = initialMaxStreams
+        self.pendingLimits = [initialMaxStreams]
     }
-
-    /// The limit sent in the connection's first SETTINGS frame.
-    static let initialMaxStreams: UInt32 = 1
 
     mutating func settingsAcknowledged() {
         if !pendingLimits.isEmpty { acknowledgedMaxStreams = pendingLimits.removeFirst() }
@@ -108,7 +110,7 @@ struct ConnectionStateMachine: Sendable {
         if verdict.isAccepted {
             if case .restricted = phase {
                 phase = .open
-                actions.append(announce(configuredMaxStreams))
+                if announcedMaxStreams != configuredMaxStreams { actions.append(announce(configuredMaxStreams)) }
             }
         } else if faults.dropToOneStreamAfterRejection, case .open = phase {
             phase = .restricted

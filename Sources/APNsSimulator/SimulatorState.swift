@@ -45,13 +45,13 @@ final class SimulatorState: Sendable {
     /// The next server-wide request number, from 1.
     func nextSequence() -> Int { sequence.wrappingAdd(1, ordering: .relaxed).newValue }
 
-    func register(channel: any Channel) -> Int {
+    func register(channel: any Channel, announcedMaxStreams: Int) -> Int {
         let id = connectionIDs.wrappingAdd(1, ordering: .relaxed).newValue
         channels.withLock { $0[id] = channel }
         connections.withLock {
             $0[id] = ConnectionSnapshot(
                 id: id, peakConcurrentStreams: 0, streamsOpened: 0, requestsReceived: 0,
-                announcedMaxConcurrentStreams: Int(ConnectionStateMachine.initialMaxStreams), limitViolations: 0,
+                announcedMaxConcurrentStreams: announcedMaxStreams, limitViolations: 0,
                 isOpen: true)
         }
         return id

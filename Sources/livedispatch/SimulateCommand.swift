@@ -35,6 +35,10 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
     @Option(name: .customLong("bundle-id"), help: "The app's bundle id.") var bundleID: String?
     @Option(name: .customLong("max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS after the first good push.")
     var maxStreams = 1000
+    @Option(
+        name: .customLong("initial-max-streams"),
+        help: "SETTINGS_MAX_CONCURRENT_STREAMS before the first good push (APNs: 1; raise it for h2load).")
+    var initialMaxStreams = 1
     @Option(help: "TLS certificate (PEM) to serve instead of a generated one; needs --cert-key.") var cert: String?
     @Option(name: .customLong("cert-key"), help: "Private key (PEM) of --cert.") var certKey: String?
     @Option(name: .customLong("cert-out"), help: "Write the served certificate (PEM) here, for clients to trust.")
@@ -94,7 +98,7 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
         let simulator = try await APNsSimulator.start(
             configuration: .init(
                 host: host, port: port, teamID: teamID, keyID: keyID, publicKey: verificationKey, bundleID: bundleID,
-                maxConcurrentStreams: maxStreams, certificate: certificate, faults: faults, recordFile: record,
+                maxConcurrentStreams: maxStreams, initialMaxConcurrentStreams: initialMaxStreams, certificate: certificate, faults: faults, recordFile: record,
                 threads: threads ?? ProcessInfo.processInfo.activeProcessorCount),
             logger: logger)
         if let certOut { try writeText(simulator.certificate.certificatePEM, to: certOut) }

@@ -71,15 +71,20 @@ final class NGHTTP2ServerSession {
         if let session { nghttp2_session_del(session) }
     }
 
-    /// Feeds bytes read from the connection and returns what happened.
-    func receive(_ bytes: UnsafeRawBufferPointer) throws(SimulatorError) -> [HTTP2ServerEvent] {
+    /// Feeds bytes read from the connection; what happened is then in ``takeEvents()``.
+    func receive(_ bytes: UnsafeRawBufferPointer) throws(SimulatorError) {
         guard let session else { throw .http2("the HTTP/2 session is closed") }
-        events.removeAll(keepingCapacity: true)
-        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return [] }
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
         let consumed = nghttp2_session_mem_recv(session, base, bytes.count)
         if consumed < 0 {
             throw .http2("nghttp2_session_mem_recv failed: \(Self.describe(Int32(truncatingIfNeeded: consumed)))")
         }
+    }
+
+    /// The events reported since the last call, by reads and by sends
+    /// (a stream closes when its response has been sent).
+    func takeEvents() -> [HTTP2ServerEvent] {
+        defer { events.removeAll(keepingCapacity: true) }
         return events
     }
 
@@ -96,6 +101,12 @@ final class NGHTTP2ServerSession {
             guard length > 0, let data else { return }
             write(UnsafeRawBufferPointer(start: data, count: length))
         }
+    }
+
+    /// Whether nghttp2 has frames to send.
+    var hasPendingOutput: Bool {
+        guard let session else { return false }
+        return nghttp2_session_want_write(session) != 0
     }
 
     /// Whether nghttp2 still wants to read or write; false once a GOAWAY
