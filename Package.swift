@@ -60,14 +60,31 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // An APNs imitation over HTTP/2 + TLS for tests, the demo and benchmarks.
+        .target(
+            name: "APNsSimulator",
+            dependencies: [
+                "CNghttp2",
+                "LiveDispatchCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // The command-line tool.
         .executableTarget(
             name: "livedispatch",
             dependencies: [
                 "LiveDispatchCore",
                 "APNs",
+                "APNsSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -79,9 +96,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "APNsSimulatorTests",
+            dependencies: [
+                "APNsSimulator",
+                "LiveDispatchCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "APNsTests",
             dependencies: [
                 "APNs",
+                "APNsSimulator",
                 "LiveDispatchCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -95,7 +125,10 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LiveDispatchCore", "livedispatch"],
+            dependencies: [
+                "LiveDispatchCore", "APNsSimulator", "livedispatch",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]
