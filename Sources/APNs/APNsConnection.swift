@@ -11,7 +11,8 @@ enum APNsConnectionEvent: Sendable {
     /// A complete response.
     case response(requestID: Int, APNsResponse)
     /// The server did not process the request; it may be sent elsewhere.
-    case unprocessed(requestID: Int)
+    /// `wasSent` is false when it never left this client.
+    case unprocessed(requestID: Int, wasSent: Bool)
     /// The request failed; whether the server processed it is unknown.
     case failed(requestID: Int, APNsError)
     /// The server sent GOAWAY; unprocessed streams follow as ``unprocessed(requestID:)``.
@@ -202,7 +203,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func submit(requestID: Int, headers: [(String, String)], body: [UInt8]) {
         guard !isClosed, goawayLastStreamID == nil, session.isOpen else {
-            onEvent(.unprocessed(requestID: requestID))
+            onEvent(.unprocessed(requestID: requestID, wasSent: false))
             return
         }
         var all = headers
@@ -215,7 +216,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
             scheduleFlush()
         } catch {
             logger.warning("could not start an HTTP/2 stream", metadata: ["apns.error": "\(error)"])
-            onEvent(.unprocessed(requestID: requestID))
+            onEvent(.unprocessed(requestID: requestID, wasSent: false))
         }
     }
 
@@ -277,7 +278,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
                 } else if errorCode == NGHTTP2ClientSession.refusedStream
                     || (goawayLastStreamID.map { streamID > $0 } ?? false)
                 {
-                    onEvent(.unprocessed(requestID: stream.requestID))
+                    onEvent(.unprocessed(requestID: stream.requestID, wasSent: true))
                 } else if errorCode == 0 {
                     onEvent(.failed(requestID: stream.requestID, .protocolError("stream ended without a :status")))
                 } else {
@@ -331,7 +332,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
         streamByRequest.removeAll()
         for (streamID, stream) in open {
             if let last = goawayLastStreamID, streamID > last {
-                onEvent(.unprocessed(requestID: stream.requestID))
+                onEvent(.unprocessed(requestID: stream.requestID, wasSent: true))
             } else {
                 onEvent(.failed(requestID: stream.requestID, .connectionClosed("connection lost with the stream open")))
             }

@@ -30,7 +30,7 @@ extension APNsConnectionPool {
             public var idlePingInterval: Double
 
             public init(
-                connections: Int, maxQueued: Int, maxResends: Int = 5, backoffBase: Double = 0.1,
+                connections: Int, maxQueued: Int, maxResends: Int = 20, backoffBase: Double = 0.1,
                 backoffCap: Double = 60, idlePingInterval: Double = 600
             ) {
                 self.connections = max(1, connections)
@@ -232,7 +232,8 @@ extension APNsConnectionPool {
             return actions + dispatch(now: now)
         }
 
-        /// The request must be sent again at once (a renewed provider token):
+        /// The request must be sent again at once and does not count as a
+        /// re-send (a renewed provider token, or it never left the client):
         /// it goes to the front of the queue.
         public mutating func requestRequeued(_ request: RequestID, on id: ConnectionID, now: Double) -> [Action] {
             connections[id]?.streams.remove(request)

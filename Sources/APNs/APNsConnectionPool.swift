@@ -285,7 +285,7 @@ public final class APNsConnectionPool: Sendable {
             perform(
                 state.withLock {
                     alive
-                        ? $0.machine.requestUnprocessed(request, on: connectionID, now: now.seconds)
+                        ? $0.machine.requestRequeued(request, on: connectionID, now: now.seconds)
                         : $0.machine.requestFailed(request, on: connectionID, now: now.seconds)
                 })
             return
@@ -304,13 +304,16 @@ public final class APNsConnectionPool: Sendable {
             perform(state.withLock { $0.machine.settingsReceived(id, maxConcurrentStreams: maxConcurrentStreams, now: now.seconds) })
         case .response(let request, let response):
             responseReceived(response, request: request, connection: id, now: now)
-        case .unprocessed(let request):
+        case .unprocessed(let request, let wasSent):
             metrics.resent()
             perform(
                 state.withLock { state in
-                    state.pending[request] == nil
-                        ? state.machine.requestFailed(request, on: id, now: now.seconds)
-                        : state.machine.requestUnprocessed(request, on: id, now: now.seconds)
+                    if state.pending[request] == nil {
+                        return state.machine.requestFailed(request, on: id, now: now.seconds)
+                    }
+                    return wasSent
+                        ? state.machine.requestUnprocessed(request, on: id, now: now.seconds)
+                        : state.machine.requestRequeued(request, on: id, now: now.seconds)
                 })
         case .failed(let request, let error):
             perform(state.withLock { $0.machine.requestFailed(request, on: id, now: now.seconds) })
