@@ -4,9 +4,11 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 @testable import APNs
+import APNsSimulator
 
-/// A self-signed certificate for `localhost` and 127.0.0.1, made by the
-/// `openssl` command in a fresh directory.
+/// A self-signed certificate for `localhost` and 127.0.0.1 (the simulator's
+/// generator), written as PEM files in a fresh directory for servers that
+/// read files (nghttpd).
 struct TestCertificate {
     var directory: URL
     var certificatePath: String { directory.appendingPathComponent("cert.pem").path }
@@ -17,18 +19,9 @@ struct TestCertificate {
             .appendingPathComponent("apns-tests-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let certificate = TestCertificate(directory: directory)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = [
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", certificate.keyPath, "-out", certificate.certificatePath, "-days", "2",
-            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestSetupError("openssl req failed") }
+        let generated = try SimulatorCertificate.generate()
+        try generated.certificatePEM.write(toFile: certificate.certificatePath, atomically: true, encoding: .utf8)
+        try generated.privateKeyPEM.write(toFile: certificate.keyPath, atomically: true, encoding: .utf8)
         return certificate
     }
 
