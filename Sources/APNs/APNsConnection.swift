@@ -3,6 +3,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import NIOTLS
+import Synchronization
 
 /// What a connection tells its pool. Delivered on the connection's event loop.
 enum APNsConnectionEvent: Sendable {
@@ -74,12 +75,31 @@ final class APNsConnection: Sendable {
         (try? SocketAddress(ipAddress: name, port: 0)) != nil
     }
 
-    /// Starts a request; its result arrives as an event.
+    /// Starts a request; its result arrives as an event. Requests started
+    /// while the event loop is busy are submitted together, then flushed once.
     func execute(requestID: Int, headers: [(name: String, value: String)], body: [UInt8]) {
-        let handler = self.handler
-        let headerPairs = headers.map { HeaderPair(name: $0.name, value: $0.value) }
-        channel.eventLoop.execute {
-            handler.value.submit(requestID: requestID, headers: headerPairs.map { ($0.name, $0.value) }, body: body)
+        let submission = Submission(requestID: requestID, headers: headers.map { HeaderPair(name: $0.name, value: $0.value) }, body: body)
+        let mustSchedule = outbox.withLock { outbox in
+            outbox.submissions.append(submission)
+            guard !outbox.scheduled else { return false }
+            outbox.scheduled = true
+            return true
+        }
+        guard mustSchedule else { return }
+        channel.eventLoop.execute { [self] in
+            let submissions = outbox.withLock { outbox in
+                let submissions = outbox.submissions
+                outbox.submissions.removeAll(keepingCapacity: true)
+                outbox.scheduled = false
+                return submissions
+            }
+            let handler = self.handler.value
+            for submission in submissions {
+                handler.submit(
+                    requestID: submission.requestID, headers: submission.headers.map { ($0.name, $0.value) },
+                    body: submission.body, flush: false)
+            }
+            handler.flushNow()
         }
     }
 
@@ -104,6 +124,14 @@ final class APNsConnection: Sendable {
         var name: String
         var value: String
     }
+
+    private struct Submission: Sendable {
+        var requestID: Int
+        var headers: [HeaderPair]
+        var body: [UInt8]
+    }
+
+    private let outbox = Mutex<(submissions: [Submission], scheduled: Bool)>(([], false))
 }
 
 /// Drives one nghttp2 client session from a NIO channel: bytes read go into
@@ -201,7 +229,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: Commands from the pool
 
-    func submit(requestID: Int, headers: [(String, String)], body: [UInt8]) {
+    func submit(requestID: Int, headers: [(String, String)], body: [UInt8], flush: Bool = true) {
         guard !isClosed, goawayLastStreamID == nil, session.isOpen else {
             onEvent(.unprocessed(requestID: requestID, wasSent: false))
             return
@@ -213,7 +241,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
             let streamID = try session.submitRequest(headers: all.map { (name: $0.0, value: $0.1) }, body: body)
             streams[streamID] = Stream(requestID: requestID)
             streamByRequest[requestID] = streamID
-            scheduleFlush()
+            if flush { scheduleFlush() }
         } catch {
             logger.warning("could not start an HTTP/2 stream", metadata: ["apns.error": "\(error)"])
             onEvent(.unprocessed(requestID: requestID, wasSent: false))
@@ -304,6 +332,9 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
             flush()
         }
     }
+
+    /// Writes every pending frame now.
+    func flushNow() { flush() }
 
     private func flush() {
         guard isReady, !isClosed, let context else { return }

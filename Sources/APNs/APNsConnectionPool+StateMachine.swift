@@ -285,22 +285,27 @@ extension APNsConnectionPool {
 
         /// The request's deadline passed.
         public mutating func requestTimedOut(_ request: RequestID, seconds: Double, now: Double) -> [Action] {
+            requestAbandoned(request, error: .timeout(seconds: seconds), now: now)
+        }
+
+        /// The request ends without an answer (deadline, cancelled caller):
+        /// it leaves the queue, or its stream is reset.
+        public mutating func requestAbandoned(_ request: RequestID, error: APNsError, now: Double) -> [Action] {
             resends[request] = nil
             if let index = queue.firstIndex(of: request) {
                 queue.remove(at: index)
-                return [.fail(request, .timeout(seconds: seconds))] + admitWaiters()
+                return [.fail(request, error)] + admitWaiters()
             }
             if let index = waiting.firstIndex(of: request) {
                 waiting.remove(at: index)
-                return [.fail(request, .timeout(seconds: seconds))]
+                return [.fail(request, error)]
             }
             if admitted.remove(request) != nil {
-                return [.fail(request, .timeout(seconds: seconds))] + admitWaiters()
+                return [.fail(request, error)] + admitWaiters()
             }
             for (id, connection) in connections where connection.streams.contains(request) {
                 connections[id]?.streams.remove(request)
-                return [.cancelStream(request, on: id), .fail(request, .timeout(seconds: seconds))]
-                    + closeIfDrained(id) + dispatch(now: now)
+                return [.cancelStream(request, on: id), .fail(request, error)] + closeIfDrained(id) + dispatch(now: now)
             }
             return []
         }

@@ -44,7 +44,7 @@ public final class APNsConnectionPool: Sendable {
         var request: APNsRequest
         var continuation: CheckedContinuation<APNsOutcome, Never>
         var startedAt: NIODeadline
-        var timer: Scheduled<Void>?
+        var deadline: NIODeadline
         var tokenUsed: String?
         var tokenRetried = false
     }
@@ -54,7 +54,7 @@ public final class APNsConnectionPool: Sendable {
         var tokens = ProviderTokenState()
         var pending: [Int: Pending] = [:]
         var connections: [Int: APNsConnection] = [:]
-        var nextRequestID = 0
+        var sweeps = 0
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
         var pingTask: RepeatedTask?
     }
@@ -68,6 +68,7 @@ public final class APNsConnectionPool: Sendable {
     private let logger: Logger
     private let metrics: APNsMetrics
     private let state: Mutex<State>
+    private let nextRequestID = Atomic<Int>(0)
 
     /// Creates the pool and starts opening its connections.
     ///
@@ -105,34 +106,46 @@ public final class APNsConnectionPool: Sendable {
 
         let actions = state.withLock { $0.machine.start() }
         perform(actions)
-        let interval = max(1, min(configuration.idlePingInterval / 4, 30))
+        // One periodic task checks deadlines, pings idle connections and
+        // updates the gauges, so no timer is armed per request.
+        let sweep = max(0.02, min(configuration.requestTimeout / 10, 0.25))
+        let pingEvery = max(1, min(configuration.idlePingInterval / 4, 30))
+        let sweepsPerPing = max(1, Int(pingEvery / sweep))
         let task = eventLoopGroup.any().scheduleRepeatedTask(
-            initialDelay: .milliseconds(Int64(interval * 1000)), delay: .milliseconds(Int64(interval * 1000))
+            initialDelay: .milliseconds(Int64(sweep * 1000)), delay: .milliseconds(Int64(sweep * 1000))
         ) { [weak self] _ in
             guard let self else { return }
+            self.expireDeadlines()
+            self.updateGauges()
             let now = self.clock.now().seconds
-            self.perform(self.state.withLock { $0.machine.tick(now: now) })
+            self.perform(
+                self.state.withLock { state in
+                    state.sweeps += 1
+                    return state.sweeps % sweepsPerPing == 0 ? state.machine.tick(now: now) : []
+                })
         }
         state.withLock { $0.pingTask = task }
     }
 
-    /// Sends one push and classifies the answer.
+    /// Sends one push and classifies the answer. Waits while the pool is
+    /// full; a cancelled caller gets a retryable ``APNsError/cancelled``.
     public func send(_ request: APNsRequest) async -> APNsOutcome {
-        let eventLoop = eventLoopGroup.any()
-        let timeout = configuration.requestTimeout
-        return await withCheckedContinuation { continuation in
-            let now = clock.now().seconds
-            let actions: [StateMachine.Action] = state.withLock { state in
-                let id = state.nextRequestID
-                state.nextRequestID += 1
-                var pending = Pending(request: request, continuation: continuation, startedAt: .now())
-                pending.timer = eventLoop.scheduleTask(in: .milliseconds(Int64(timeout * 1000))) { [weak self] in
-                    self?.timedOut(id)
+        let timeout = TimeAmount.milliseconds(Int64(configuration.requestTimeout * 1000))
+        let id = nextRequestID.wrappingAdd(1, ordering: .relaxed).oldValue
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = clock.now().seconds
+                let started = NIODeadline.now()
+                let actions: [StateMachine.Action] = state.withLock { state in
+                    state.pending[id] = Pending(
+                        request: request, continuation: continuation, startedAt: started, deadline: started + timeout)
+                    return Self.arrive(id, state: &state, now: now)
                 }
-                state.pending[id] = pending
-                return Self.arrive(id, state: &state, now: now)
+                perform(actions)
+                if Task.isCancelled { abandon(id, error: .cancelled) }
             }
-            perform(actions)
+        } onCancel: {
+            abandon(id, error: .cancelled)
         }
     }
 
@@ -151,11 +164,8 @@ public final class APNsConnectionPool: Sendable {
     /// Fails queued requests, lets streams in flight finish, closes every
     /// connection, and returns when they are closed.
     public func shutdown() async {
-        let actions = state.withLock { state in
-            state.pingTask?.cancel()
-            state.pingTask = nil
-            return state.machine.shutdown()
-        }
+        // The periodic task keeps enforcing deadlines until the last stream ends.
+        let actions = state.withLock { $0.machine.shutdown() }
         perform(actions)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let finished = state.withLock { state in
@@ -164,6 +174,10 @@ public final class APNsConnectionPool: Sendable {
                 return false
             }
             if finished { continuation.resume() }
+        }
+        state.withLock { state in
+            state.pingTask?.cancel()
+            state.pingTask = nil
         }
     }
 
@@ -205,7 +219,6 @@ public final class APNsConnectionPool: Sendable {
                 state.withLock { $0.connections[connectionID] }?.close()
             }
         }
-        updateGauges()
     }
 
     private func connect(_ id: Int) {
@@ -335,7 +348,7 @@ public final class APNsConnectionPool: Sendable {
 
     private func responseReceived(_ response: APNsResponse, request: Int, connection id: Int, now: UnixTime) {
         enum Next {
-            case complete(APNsOutcome)
+            case complete(APNsOutcome, Pending)
             case renewedAndRequeued
             case ignore
         }
@@ -368,13 +381,17 @@ public final class APNsConnectionPool: Sendable {
                     outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
                 }
             }
-            return (.complete(outcome), state.machine.responseReceived(request, on: id, succeeded: response.status == 200, now: now.seconds))
+            state.pending[request] = nil
+            return (
+                .complete(outcome, pending),
+                state.machine.responseReceived(request, on: id, succeeded: response.status == 200, now: now.seconds)
+            )
         }
         perform(actions)
         switch next {
-        case .complete(let outcome):
+        case .complete(let outcome, let pending):
             metrics.response(status: response.status, reason: outcome.metricReason)
-            complete(request, outcome, countedStatus: true)
+            finish(pending, outcome)
         case .renewedAndRequeued:
             logger.info("APNs provider token expired, renewed it and retrying", metadata: ["apns.connection": "\(id)"])
             metrics.response(status: response.status, reason: APNsReason.expiredProviderToken.description)
@@ -383,20 +400,28 @@ public final class APNsConnectionPool: Sendable {
         }
     }
 
-    private func timedOut(_ request: Int) {
+    /// Fails every request whose deadline has passed.
+    private func expireDeadlines() {
+        let now = NIODeadline.now()
+        let expired = state.withLock { state in state.pending.filter { $0.value.deadline <= now }.map(\.key) }
+        for request in expired { abandon(request, error: .timeout(seconds: configuration.requestTimeout)) }
+    }
+
+    private func abandon(_ request: Int, error: APNsError) {
         let now = clock.now().seconds
-        let actions = state.withLock { state in
-            state.machine.requestTimedOut(request, seconds: configuration.requestTimeout, now: now)
-        }
-        perform(actions)
+        perform(state.withLock { $0.machine.requestAbandoned(request, error: error, now: now) })
     }
 
     /// Finishes a request exactly once; later calls for it do nothing.
-    private func complete(_ request: Int, _ outcome: APNsOutcome, countedStatus: Bool = false) {
+    private func complete(_ request: Int, _ outcome: APNsOutcome) {
         guard let pending = state.withLock({ $0.pending.removeValue(forKey: request) }) else { return }
-        pending.timer?.cancel()
+        metrics.failure(outcome.metricReason)
+        finish(pending, outcome)
+    }
+
+    /// Resumes the caller of a request already removed from `pending`.
+    private func finish(_ pending: Pending, _ outcome: APNsOutcome) {
         let elapsed = NIODeadline.now() - pending.startedAt
-        if !countedStatus { metrics.failure(outcome.metricReason) }
         metrics.completed(outcome: outcome.label, nanoseconds: elapsed.nanoseconds)
         if case .misconfigured(let error) = outcome {
             logger.error(

@@ -5,7 +5,7 @@ public struct APNsError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         fileprivate enum Value: String, Sendable, Hashable {
             case invalidKey, signingFailed, invalidConfiguration, providerTokenRejected, pushRejectedForConfiguration
-            case serverRefused, timeout, connectionFailed, connectionClosed, streamReset, protocolError, shutdown
+            case serverRefused, timeout, cancelled, connectionFailed, connectionClosed, streamReset, protocolError, shutdown
         }
         fileprivate var value: Value
         public var description: String { value.rawValue }
@@ -24,6 +24,8 @@ public struct APNsError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let serverRefused = Code(value: .serverRefused)
         /// The request's deadline passed before an answer.
         public static let timeout = Code(value: .timeout)
+        /// The caller's task was cancelled before the answer.
+        public static let cancelled = Code(value: .cancelled)
         /// No connection could be opened.
         public static let connectionFailed = Code(value: .connectionFailed)
         /// The connection closed before the answer.
@@ -80,6 +82,9 @@ public struct APNsError: Error, Sendable, Hashable, CustomStringConvertible {
     static func timeout(seconds: Double) -> APNsError {
         APNsError(code: .timeout, message: "no answer within the \(seconds) s deadline; retry later", isRetryable: true)
     }
+
+    static let cancelled = APNsError(
+        code: .cancelled, message: "the sending task was cancelled before APNs answered", isRetryable: true)
 
     static func connectionFailed(_ detail: String) -> APNsError {
         APNsError(

@@ -18,6 +18,8 @@ final class APNsMetrics: Sendable {
     private let connections: [StateMachineState: Gauge]
     private let attempts: Counter
     private let resends: Counter
+    private let delivered: Counter
+    private let outcomes: [String: Counter]
 
     typealias StateMachineState = APNsConnectionPool.StateMachine.ConnectionState
 
@@ -33,6 +35,12 @@ final class APNsMetrics: Sendable {
         self.connections = connections
         attempts = Counter(label: "apns_connection_attempts_total", dimensions: [], factory: factory)
         resends = Counter(label: "apns_resends_total", dimensions: [], factory: factory)
+        delivered = Counter(label: "apns_requests_total", dimensions: [("status", "200"), ("reason", "")], factory: factory)
+        var outcomes: [String: Counter] = [:]
+        for label in ["delivered", "token_invalid", "permanent", "retryable", "misconfigured"] {
+            outcomes[label] = Counter(label: "apns_outcomes_total", dimensions: [("outcome", label)], factory: factory)
+        }
+        self.outcomes = outcomes
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
@@ -46,6 +54,10 @@ final class APNsMetrics: Sendable {
     }
 
     func response(status: Int, reason: String) {
+        if status == 200 {
+            delivered.increment()
+            return
+        }
         counter("apns_requests_total", [("status", String(status)), ("reason", reason)]).increment()
     }
 
@@ -54,7 +66,7 @@ final class APNsMetrics: Sendable {
     }
 
     func completed(outcome: String, nanoseconds: Int64) {
-        counter("apns_outcomes_total", [("outcome", outcome)]).increment()
+        (outcomes[outcome] ?? counter("apns_outcomes_total", [("outcome", outcome)])).increment()
         latency.recordNanoseconds(nanoseconds)
     }
 

@@ -68,4 +68,22 @@ struct DeadlineAndBackPressureTests {
         #expect(finished.value == callers)
         try await server.close()
     }
+
+    @Test func aCancelledCallerGetsARetryableOutcomeAndFreesItsStream() async throws {
+        let server = try SilentTLSServer()
+        let pool = try makePool(server, maxQueued: 10, requestTimeout: 60)
+        let request = try testRequest(token: hexToken(1))
+        let task = Task { await pool.send(request) }
+        #expect(await eventually { pool.statistics.inFlight == 1 })
+        task.cancel()
+        let outcome = await task.value
+        guard case .retryable(let failure) = outcome else {
+            Issue.record("expected retryable, got \(outcome)")
+            return
+        }
+        #expect(failure.error.code == .cancelled)
+        #expect(pool.statistics.inFlight == 0)
+        await pool.shutdown()
+        try await server.close()
+    }
 }
