@@ -204,11 +204,10 @@ extension APNsConnectionPool {
             -> [Action]
         {
             resends[request] = nil
-            guard var connection = connections[id] else { return dispatch(now: now) }
-            connection.streams.remove(request)
-            connection.lastActivity = now
-            if succeeded { connection.authenticated = true }
-            connections[id] = connection
+            // Mutated in place: copying a connection would copy its stream set.
+            connections[id]?.streams.remove(request)
+            connections[id]?.lastActivity = now
+            if succeeded { connections[id]?.authenticated = true }
             return closeIfDrained(id) + dispatch(now: now)
         }
 
