@@ -5,7 +5,6 @@ import PackageDescription
 /// strict concurrency checking.
 let swiftSettings: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
-    .enableUpcomingFeature("ExistentialAny"),
 ]
 
 let package = Package(
@@ -22,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         // C boundaries: system libraries found by pkg-config.
@@ -60,6 +60,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Rule files: parse, validate with positions, compile, evaluate.
+        .target(
+            name: "LiveDispatchRules",
+            dependencies: [
+                "LiveDispatchCore",
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // An APNs imitation over HTTP/2 + TLS for tests, the demo and benchmarks.
         .target(
             name: "APNsSimulator",
@@ -75,6 +85,17 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Services and wiring: router, dispatcher, stores, configuration, admin HTTP.
+        .target(
+            name: "LiveDispatchWorker",
+            dependencies: [
+                "LiveDispatchCore",
+                "LiveDispatchRules",
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // The command-line tool.
         .executableTarget(
             name: "livedispatch",
@@ -82,6 +103,8 @@ let package = Package(
                 "LiveDispatchCore",
                 "APNs",
                 "APNsSimulator",
+                "LiveDispatchRules",
+                "LiveDispatchWorker",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -121,6 +144,17 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LiveDispatchRulesTests",
+            dependencies: ["LiveDispatchRules", "LiveDispatchCore"],
+            resources: [.copy("Broken")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LiveDispatchWorkerTests",
+            dependencies: ["LiveDispatchWorker", "LiveDispatchCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -5,6 +5,12 @@ public struct PayloadTooLargeError: Error, Sendable, Hashable, CustomStringConve
     public var size: Int
     public var limit: Int
 
+    public init(activityID: ActivityID, size: Int, limit: Int) {
+        self.activityID = activityID
+        self.size = size
+        self.limit = limit
+    }
+
     public var description: String {
         "payload for activity \(activityID) is \(size) bytes, over the APNs limit of \(limit); shrink its content-state or attributes"
     }
@@ -35,7 +41,7 @@ public enum APNsPayload {
     /// always; `stale-date`, `dismissal-date`, `relevance-score`, `alert`,
     /// `attributes-type`, `attributes`, `input-push-token` and
     /// `input-push-channel` when set. Start-only members are written only
-    /// for `start`; `dismissal-date` only for `end` and `update`.
+    /// for `start`; `dismissal-date` only for `end`.
     public static func aps(for push: LiveActivityPush) -> JSONValue {
         var aps: [String: JSONValue] = [
             "timestamp": .integer(push.timestamp.wholeSeconds),
@@ -43,7 +49,7 @@ public enum APNsPayload {
             "content-state": push.contentState,
         ]
         if let staleDate = push.staleDate { aps["stale-date"] = .integer(staleDate.wholeSeconds) }
-        if let dismissalDate = push.dismissalDate, push.event != .start {
+        if let dismissalDate = push.dismissalDate, push.event == .end {
             aps["dismissal-date"] = .integer(dismissalDate.wholeSeconds)
         }
         if let relevanceScore = push.relevanceScore { aps["relevance-score"] = numberJSON(relevanceScore) }

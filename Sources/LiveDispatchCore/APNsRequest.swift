@@ -71,3 +71,20 @@ public struct APNsRequest: Sendable, Hashable {
         return headers
     }
 }
+
+extension APNsRequest {
+    /// How long APNs keeps trying an update whose command set no stale date:
+    /// iOS accepts updates for eight hours of an activity's life.
+    public static let defaultUpdateLifetime: Double = 8 * 3600
+
+    /// The request that delivers `push` (already encoded as `payload`).
+    /// `apns-expiration` is the push's stale date when it has one (after it
+    /// the content is stale anyway), else its event time plus
+    /// ``defaultUpdateLifetime``; APNs keeps only the newest push per device,
+    /// so a late delivery still carries the latest state.
+    public init(push: LiveActivityPush, payload: [UInt8], to destination: Destination, bundleID: String, apnsID: String) {
+        self.init(
+            destination: destination, bundleID: bundleID, priority: push.priority,
+            expiration: push.staleDate ?? push.timestamp + Self.defaultUpdateLifetime, apnsID: apnsID, payload: payload)
+    }
+}

@@ -282,13 +282,24 @@ private struct JSONParser {
     mutating func parseNumber() throws(JSONParseError) -> JSONValue {
         let start = index
         var isInteger = true
-        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        let negative = bytes[index] == UInt8(ascii: "-")
+        if negative { index += 1 }
         guard !isAtEnd, isDigit(bytes[index]) else { throw error("invalid number, expected a digit", at: start) }
+        // Integers accumulate as they are scanned (negated, so Int64.min fits); overflow falls back to Double.
+        var magnitude: Int64 = 0
+        var overflow = false
         if bytes[index] == UInt8(ascii: "0") {
             index += 1
             if !isAtEnd && isDigit(bytes[index]) { throw error("invalid number, leading zeros are not allowed", at: start) }
         } else {
-            while !isAtEnd && isDigit(bytes[index]) { index += 1 }
+            while !isAtEnd && isDigit(bytes[index]) {
+                let digit = Int64(bytes[index] &- UInt8(ascii: "0"))
+                let (times10, overflowA) = magnitude.multipliedReportingOverflow(by: 10)
+                let (next, overflowB) = times10.subtractingReportingOverflow(digit)
+                overflow = overflow || overflowA || overflowB
+                magnitude = next
+                index += 1
+            }
         }
         if !isAtEnd && bytes[index] == UInt8(ascii: ".") {
             isInteger = false
@@ -303,8 +314,11 @@ private struct JSONParser {
             guard !isAtEnd, isDigit(bytes[index]) else { throw error("invalid number, expected a digit in the exponent", at: start) }
             while !isAtEnd && isDigit(bytes[index]) { index += 1 }
         }
+        if isInteger && !overflow {
+            if negative { return .integer(magnitude) }
+            if magnitude != Int64.min { return .integer(-magnitude) }
+        }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        if isInteger, let integer = Int64(text) { return .integer(integer) }
         guard let double = Double(text), double.isFinite else {
             throw error("number \(text) is out of range", at: start)
         }

@@ -27,21 +27,25 @@ public struct TokenRegistration: Sendable, Hashable {
     public var environment: APNsEnvironment
     /// After this time the registration no longer counts.
     public var expiresAt: UnixTime?
+    /// When the worker stored the registration (kept in `token-store`); a
+    /// token whose activity never gets a state expires `activity.max_age` after it.
+    public var registeredAt: UnixTime?
 
     public init(
         activityID: ActivityID, token: DeviceToken, action: Action = .register,
-        environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil
+        environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil, registeredAt: UnixTime? = nil
     ) {
         self.activityID = activityID
         self.token = token
         self.action = action
         self.environment = environment
         self.expiresAt = expiresAt
+        self.registeredAt = registeredAt
     }
 
     public init(json: JSONValue) throws(FieldError) {
         let reader = try FieldReader(json, what: "a token registration")
-        try reader.rejectUnknown(["activity_id", "token", "action", "environment", "expires_at"])
+        try reader.rejectUnknown(["activity_id", "token", "action", "environment", "expires_at", "registered_at"])
         activityID = try reader.requiredActivityID("activity_id")
         token = try reader.requiredToken("token")
         let actionName = try reader.string("action") ?? Action.register.rawValue
@@ -56,6 +60,7 @@ public struct TokenRegistration: Sendable, Hashable {
         }
         self.environment = environment
         expiresAt = try reader.date("expires_at")
+        registeredAt = try reader.date("registered_at")
     }
 
     public init(bytes: [UInt8]) throws(FieldError) {
@@ -68,6 +73,7 @@ public struct TokenRegistration: Sendable, Hashable {
             "action": .string(action.rawValue), "environment": .string(environment.rawValue),
         ]
         if let expiresAt { fields["expires_at"] = .double(expiresAt.seconds) }
+        if let registeredAt { fields["registered_at"] = .double(registeredAt.seconds) }
         return .object(fields)
     }
 

@@ -45,11 +45,8 @@ struct ProcessResult: Sendable {
     var standardError: String
 }
 
-/// Runs `livedispatch` (or another executable) to completion and captures its output.
-func runProcess(
-    _ arguments: [String], executable: URL = TestPaths.livedispatch, standardInput: String? = nil,
-    currentDirectory: URL? = nil, environment: [String: String] = [:]
-) throws -> ProcessResult {
+/// A process for `executable` with `environment` added to this one's.
+func makeProcess(_ arguments: [String], executable: URL, environment: [String: String], currentDirectory: URL?) -> Process {
     let process = Process()
     process.executableURL = executable
     process.arguments = arguments
@@ -57,6 +54,15 @@ func runProcess(
     if !environment.isEmpty {
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
     }
+    return process
+}
+
+/// Runs `livedispatch` (or another executable) to completion and captures its output.
+func runProcess(
+    _ arguments: [String], executable: URL = TestPaths.livedispatch, standardInput: String? = nil,
+    currentDirectory: URL? = nil, environment: [String: String] = [:]
+) throws -> ProcessResult {
+    let process = makeProcess(arguments, executable: executable, environment: environment, currentDirectory: currentDirectory)
     let output = Pipe()
     let errors = Pipe()
     let input = Pipe()
@@ -97,13 +103,7 @@ final class BackgroundProcess: Sendable {
         _ arguments: [String], executable: URL = TestPaths.livedispatch, environment: [String: String] = [:],
         currentDirectory: URL? = nil
     ) throws {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        }
+        let process = makeProcess(arguments, executable: executable, environment: environment, currentDirectory: currentDirectory)
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output

@@ -1,0 +1,282 @@
+/// Decides *what* each activity's devices are sent and *when*: the pure
+/// state machine behind semantics 1–6 of DESIGN.md, one per `commands`
+/// partition.
+///
+/// - Every command's `content_state` is merged (RFC 7386) into the
+///   activity's full state as it arrives, in offset order; a flush always
+///   carries that full state (semantic 1).
+/// - Updates are held for `window` after the latest one (a debounce), but
+///   never longer than `maxDelay` after the first one held; the flush merges
+///   them: the latest alert, the highest priority, the newest stale and
+///   dismissal dates (semantic 3). `start` and `end` flush at once.
+/// - `aps.timestamp` is the newest event time among the merged commands,
+///   never below the previous push's (semantic 4).
+/// - After `end` the activity is closed: later updates and starts are
+///   rejected with `activity-ended` until ``expire(now:)`` removes it once
+///   its dismissal date has passed (semantic 5). Activities older than
+///   `maxAge` are removed too (semantic 6).
+///
+/// What a flush does on the wire — one push per token, in version order,
+/// superseding older versions — is ``FanOut``'s job; the coalescer only
+/// numbers its flushes (``LiveActivityPush/version``) so FanOut can tell
+/// newer from older. Time is passed in; the owner runs the timers the
+/// actions ask for.
+public struct Coalescer: Sendable {
+    /// Timing and lifetime settings (`coalesce.*`, `activity.*`).
+    public struct Configuration: Sendable, Hashable {
+        /// Quiet time after the latest update before a flush (`coalesce.window`).
+        public var window: Double
+        /// Longest an update is held (`coalesce.max_delay`).
+        public var maxDelay: Double
+        /// Age after which an activity is expired (`activity.max_age`).
+        public var maxAge: Double
+        /// How long an ended activity without a dismissal date is kept.
+        public var endedRetention: Double
+        /// Priority of a push whose commands named none.
+        public var defaultPriority: PushPriority
+
+        public init(
+            window: Double = 0.25, maxDelay: Double = 1.0, maxAge: Double = 12 * 3600, endedRetention: Double = 4 * 3600,
+            defaultPriority: PushPriority = .immediate
+        ) {
+            self.window = window
+            self.maxDelay = max(maxDelay, window)
+            self.maxAge = maxAge
+            self.endedRetention = endedRetention
+            self.defaultPriority = defaultPriority
+        }
+    }
+
+    /// One push to make now: the push, the state snapshot to write once it
+    /// has reached every token, and the command offsets it covers.
+    public struct Flush: Sendable, Hashable {
+        public var push: LiveActivityPush
+        public var snapshot: ActivityState
+        public var offsets: [Int64]
+
+        public init(push: LiveActivityPush, snapshot: ActivityState, offsets: [Int64]) {
+            self.push = push
+            self.snapshot = snapshot
+            self.offsets = offsets
+        }
+    }
+
+    /// What to do after ``receive(_:offset:recordTime:now:)``.
+    public enum ReceiveAction: Sendable, Hashable {
+        /// The command was folded into the state before (a re-delivery);
+        /// its offset is done.
+        case alreadyApplied
+        /// The command cannot apply; dead-letter it, then its offset is done.
+        case reject(DeadLetterReason, message: String)
+        /// Merged and held; make sure ``timerFired(for:now:)`` runs at this time.
+        case scheduleFlush(at: UnixTime)
+        /// Push now.
+        case flush(Flush)
+    }
+
+    /// What to do when a flush timer fires.
+    public enum TimerAction: Sendable, Hashable {
+        /// Nothing is held for this activity (already flushed or gone).
+        case none
+        /// The timer fired early or the window moved; fire again then.
+        case reschedule(at: UnixTime)
+        case flush(Flush)
+    }
+
+    /// An activity removed by ``expire(now:)``: tombstone its state and
+    /// tokens; the offsets it still held are done.
+    public struct Expiry: Sendable, Hashable {
+        public enum Reason: String, Sendable, Hashable {
+            /// Ended, and its dismissal date has passed.
+            case dismissed
+            /// Older than `activity.max_age`.
+            case maxAge = "max-age"
+        }
+
+        public var activityID: ActivityID
+        public var reason: Reason
+        public var heldOffsets: [Int64]
+
+        public init(activityID: ActivityID, reason: Reason, heldOffsets: [Int64]) {
+            self.activityID = activityID
+            self.reason = reason
+            self.heldOffsets = heldOffsets
+        }
+    }
+
+    /// Updates merged since the last flush of one activity.
+    struct Held: Sendable, Hashable {
+        var firstAt: UnixTime
+        var deadline: UnixTime
+        var eventTime: UnixTime
+        var alert: ActivityAlert?
+        var priority: PushPriority?
+        var offsets: [Int64]
+    }
+
+    struct Entry: Sendable, Hashable {
+        var state: ActivityState
+        var held: Held?
+    }
+
+    public let configuration: Configuration
+    private var entries: [ActivityID: Entry] = [:]
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
+
+    /// The activity's current merged state, including held updates.
+    public func state(of activityID: ActivityID) -> ActivityState? {
+        entries[activityID]?.state
+    }
+
+    /// Activities known, live or ended.
+    public var activityCount: Int { entries.count }
+
+    /// Activities with updates held for a flush.
+    public var heldActivities: [ActivityID] {
+        entries.compactMap { $0.value.held == nil ? nil : $0.key }
+    }
+
+    /// The earliest time a held activity is due to flush.
+    public var nextDeadline: UnixTime? {
+        entries.values.compactMap(\.held?.deadline).min()
+    }
+
+    /// Installs a snapshot read back from the `state` changelog, replacing
+    /// whatever was known of that activity.
+    public mutating func restore(_ snapshot: ActivityState) {
+        entries[snapshot.activityID] = Entry(state: snapshot, held: nil)
+    }
+
+    /// Applies one command, read at `offset` of its partition. `recordTime`
+    /// is the Kafka record's time, the event time when the command has none.
+    public mutating func receive(
+        _ command: ActivityCommand, offset: Int64, recordTime: UnixTime, now: UnixTime
+    ) -> ReceiveAction {
+        let id = command.activityID
+        var entry = entries[id] ?? Entry(state: ActivityState(activityID: id, createdAt: now), held: nil)
+        if let lastOffset = entry.state.lastOffset, offset <= lastOffset {
+            return .alreadyApplied
+        }
+        if let endedAt = entry.state.endedAt {
+            return .reject(
+                .activityEnded,
+                message: "activity \(id) ended at \(endedAt); \(command.event.rawValue) at offset \(offset) is not applied")
+        }
+
+        let eventTime = command.timestamp ?? recordTime
+        entry.state.lastOffset = offset
+        if command.event == .start || command.replaceState {
+            entry.state.contentState = command.contentState ?? .object([:])
+        } else if let patch = command.contentState {
+            entry.state.contentState.applyMergePatch(patch)
+        }
+        if let staleDate = command.staleDate { entry.state.staleDate = staleDate }
+        if let dismissalDate = command.dismissalDate { entry.state.dismissalDate = dismissalDate }
+        if let relevanceScore = command.relevanceScore { entry.state.relevanceScore = relevanceScore }
+        if let attributesType = command.attributesType { entry.state.attributesType = attributesType }
+        if let attributes = command.attributes { entry.state.attributes = attributes }
+
+        var held = entry.held ?? Held(firstAt: now, deadline: now, eventTime: eventTime, offsets: [])
+        held.eventTime = max(held.eventTime, eventTime)
+        if let alert = command.alert { held.alert = alert }
+        if let priority = command.priority { held.priority = max(held.priority ?? priority, priority) }
+        held.offsets.append(offset)
+
+        switch command.event {
+        case .start, .end:
+            if command.event == .end { entry.state.endedAt = now }
+            entry.held = held
+            let flush = Self.flush(&entry, event: command.event, command: command, configuration: configuration)
+            entries[id] = entry
+            return .flush(flush)
+        case .update:
+            let latest = held.firstAt + configuration.maxDelay
+            held.deadline = min(now + configuration.window, latest)
+            entry.held = held
+            if held.deadline <= now {
+                let flush = Self.flush(&entry, event: .update, command: nil, configuration: configuration)
+                entries[id] = entry
+                return .flush(flush)
+            }
+            entries[id] = entry
+            return .scheduleFlush(at: held.deadline)
+        }
+    }
+
+    /// A flush timer for `activityID` fired. Early, stale and repeated
+    /// firings are harmless: only held updates past their deadline flush.
+    public mutating func timerFired(for activityID: ActivityID, now: UnixTime) -> TimerAction {
+        guard var entry = entries[activityID], let held = entry.held else { return .none }
+        guard held.deadline <= now else { return .reschedule(at: held.deadline) }
+        let flush = Self.flush(&entry, event: .update, command: nil, configuration: configuration)
+        entries[activityID] = entry
+        return .flush(flush)
+    }
+
+    /// Flushes everything held at once, as on shutdown or revocation drain.
+    public mutating func flushAll() -> [Flush] {
+        var flushes: [Flush] = []
+        for id in entries.keys.sorted() {
+            guard var entry = entries[id], entry.held != nil else { continue }
+            flushes.append(Self.flush(&entry, event: .update, command: nil, configuration: configuration))
+            entries[id] = entry
+        }
+        return flushes
+    }
+
+    /// Removes ended activities whose dismissal date has passed and
+    /// activities older than `maxAge`.
+    public mutating func expire(now: UnixTime) -> [Expiry] {
+        var expired: [Expiry] = []
+        for (id, entry) in entries {
+            let reason: Expiry.Reason
+            if let endedAt = entry.state.endedAt,
+               now >= (entry.state.dismissalDate ?? endedAt + configuration.endedRetention) {
+                reason = .dismissed
+            } else if now >= entry.state.createdAt + configuration.maxAge {
+                reason = .maxAge
+            } else {
+                continue
+            }
+            expired.append(Expiry(activityID: id, reason: reason, heldOffsets: entry.held?.offsets ?? []))
+        }
+        for expiry in expired { entries.removeValue(forKey: expiry.activityID) }
+        return expired.sorted { $0.activityID < $1.activityID }
+    }
+
+    /// Forgets an activity (its tokens and state were removed elsewhere).
+    public mutating func remove(_ activityID: ActivityID) {
+        entries.removeValue(forKey: activityID)
+    }
+
+    private static func flush(
+        _ entry: inout Entry, event: ActivityEvent, command: ActivityCommand?, configuration: Configuration
+    ) -> Flush {
+        let held = entry.held ?? Held(firstAt: UnixTime(seconds: 0), deadline: UnixTime(seconds: 0), eventTime: UnixTime(seconds: 0), offsets: [])
+        entry.held = nil
+        var state = entry.state
+        let timestamp = max(state.timestamp ?? held.eventTime, held.eventTime)
+        state.timestamp = timestamp
+        state.version += 1
+        entry.state = state
+        let push = LiveActivityPush(
+            activityID: state.activityID,
+            version: state.version,
+            event: event,
+            contentState: state.contentState,
+            timestamp: timestamp,
+            priority: held.priority ?? configuration.defaultPriority,
+            staleDate: state.staleDate,
+            dismissalDate: event == .end ? state.dismissalDate : nil,
+            relevanceScore: state.relevanceScore,
+            alert: held.alert,
+            attributesType: event == .start ? state.attributesType : nil,
+            attributes: event == .start ? state.attributes : nil,
+            inputPushToken: event == .start ? command?.inputPushToken : nil,
+            inputPushChannel: event == .start ? command?.inputPushChannel : nil)
+        return Flush(push: push, snapshot: state, offsets: held.offsets)
+    }
+}

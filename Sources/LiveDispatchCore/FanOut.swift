@@ -1,0 +1,277 @@
+/// Sends one activity's pushes to each of its tokens so that a token never
+/// receives a state older than one it already got (semantic 2).
+///
+/// This is where fan-out bookkeeping lives, apart from the ``Coalescer``,
+/// which decides what the versions are: FanOut only knows tokens and
+/// version numbers. Per token it remembers the newest version done
+/// (delivered, or dead-lettered) and the one in flight; at most one send
+/// per token is in flight, so responses can never reorder a token's
+/// versions. When a newer version is published during a fan-out, tokens
+/// not yet sent get the newer one; tokens sent the older one get the newer
+/// one after their send completes. Retries always send the newest version.
+///
+/// ``Action/completed(through:)`` reports when every token has a version at
+/// least that new: then every command folded into it is fully dispatched
+/// and its offsets may be committed (semantic 7).
+public struct FanOut: Sendable {
+    public struct Configuration: Sendable, Hashable {
+        /// Sends in flight at once for this activity.
+        public var maxInFlight: Int
+        public var retry: RetryPolicy
+
+        public init(maxInFlight: Int = 256, retry: RetryPolicy = RetryPolicy()) {
+            self.maxInFlight = max(1, maxInFlight)
+            self.retry = retry
+        }
+    }
+
+    /// How one send ended, as the APNs client classified it.
+    public enum Outcome: Sendable, Hashable {
+        case delivered
+        /// 410 or BadDeviceToken: the token is gone for good.
+        case tokenInvalid(reason: String)
+        /// A 4xx that no retry can fix.
+        case permanent(reason: String)
+        /// 429, 5xx, timeouts, resets; `after` is the server's `retry-after`.
+        case retryable(reason: String, after: Double?)
+    }
+
+    public enum Action: Sendable, Hashable {
+        /// Send `push` (the newest version) to `token`, then report with
+        /// ``completed(token:version:outcome:now:jitter:)``.
+        case send(DeviceToken, LiveActivityPush)
+        /// Call ``timerFired(now:)`` at this time (a retry is due).
+        case wake(at: UnixTime)
+        /// Remove the token for good (tombstone it in `token-store`).
+        case removeToken(DeviceToken, reason: String)
+        /// Dead-letter this push for this token.
+        case deadLetter(DeviceToken, LiveActivityPush, reason: DeadLetterReason, detail: String, attempts: Int)
+        /// Every token has a version at least this new.
+        case completed(through: UInt64)
+    }
+
+    struct TokenState: Sendable, Hashable {
+        /// Newest version delivered or given up on; 0 for none.
+        var done: UInt64
+        /// The push in flight to this token, if any.
+        var inFlight: LiveActivityPush?
+        var queued = false
+        var retryAt: UnixTime?
+        var attempts = 0
+        var firstFailureAt: UnixTime?
+    }
+
+    public let activityID: ActivityID
+    public let configuration: Configuration
+    private(set) public var latest: LiveActivityPush?
+    private var tokens: [DeviceToken: TokenState] = [:]
+    /// How many tokens are done at each version: the smallest key is the
+    /// version every token has reached.
+    private var doneCounts: [UInt64: Int] = [:]
+    private var ready: [DeviceToken] = []
+    private var readyHead = 0
+    private var inFlightCount = 0
+    private var reportedThrough: UInt64
+
+    /// - Parameter version: the version every existing token already has
+    ///   (a restored snapshot's version, or 0 for a new activity).
+    public init(activityID: ActivityID, version: UInt64 = 0, configuration: Configuration = Configuration()) {
+        self.activityID = activityID
+        self.configuration = configuration
+        self.reportedThrough = version
+    }
+
+    public var tokenCount: Int { tokens.count }
+    public var inFlight: Int { inFlightCount }
+    public var registeredTokens: [DeviceToken] { tokens.keys.sorted() }
+
+    /// The version every token has reached (or the latest, with no tokens).
+    public var completedThrough: UInt64 { reportedThrough }
+
+    /// True when nothing is in flight, queued or waiting for a retry.
+    public var isIdle: Bool {
+        inFlightCount == 0 && tokens.values.allSatisfy { !$0.queued && $0.retryAt == nil }
+    }
+
+    /// Installs the push every existing token is taken to hold already (the
+    /// state restored from the changelog), so tokens registered later can be
+    /// sent it. Nothing is sent now.
+    public mutating func restoreLatest(_ push: LiveActivityPush) {
+        guard push.version >= reportedThrough, latest == nil else { return }
+        latest = push
+        reportedThrough = push.version
+    }
+
+    /// Adds a token. With `sendCurrent`, it is sent the latest version (a
+    /// device that registers mid-activity catches up); without, it counts as
+    /// having it (a token restored from the changelog).
+    public mutating func addToken(_ token: DeviceToken, sendCurrent: Bool, now: UnixTime) -> [Action] {
+        guard tokens[token] == nil else { return [] }
+        let latestVersion = latest?.version ?? reportedThrough
+        let done = sendCurrent && latest != nil ? latestVersion - 1 : latestVersion
+        tokens[token] = TokenState(done: done)
+        doneCounts[done, default: 0] += 1
+        var actions: [Action] = []
+        if done < latestVersion { enqueue(token) }
+        pump(into: &actions)
+        return actions
+    }
+
+    /// Removes a token (unregistered or expired). Its send in flight, if any,
+    /// is ignored when it completes; a token re-added meanwhile may have two
+    /// sends in flight, the older carrying an older `aps.timestamp`, which
+    /// devices ignore.
+    public mutating func removeToken(_ token: DeviceToken) -> [Action] {
+        guard let state = tokens.removeValue(forKey: token) else { return [] }
+        decrement(state.done)
+        if state.inFlight != nil { inFlightCount -= 1 }
+        var actions: [Action] = []
+        pump(into: &actions)
+        reportCompletion(into: &actions)
+        return actions
+    }
+
+    /// Publishes a newer version. Older or equal versions are ignored.
+    public mutating func publish(_ push: LiveActivityPush, now: UnixTime) -> [Action] {
+        guard push.version > (latest?.version ?? reportedThrough) else { return [] }
+        latest = push
+        for (token, state) in tokens where state.done < push.version && state.inFlight == nil && !state.queued && state.retryAt == nil {
+            enqueue(token)
+        }
+        var actions: [Action] = []
+        pump(into: &actions)
+        reportCompletion(into: &actions)
+        return actions
+    }
+
+    /// A send of `version` to `token` ended with `outcome`. `jitter` in
+    /// [0, 1) randomizes the retry backoff.
+    public mutating func completed(
+        token: DeviceToken, version: UInt64, outcome: Outcome, now: UnixTime, jitter: Double
+    ) -> [Action] {
+        guard var state = tokens[token], let sent = state.inFlight, sent.version == version else { return [] }
+        state.inFlight = nil
+        inFlightCount -= 1
+        var actions: [Action] = []
+        switch outcome {
+        case .delivered:
+            state.attempts = 0
+            state.firstFailureAt = nil
+            setDone(&state, version)
+        case .tokenInvalid(let reason):
+            tokens.removeValue(forKey: token)
+            decrement(state.done)
+            actions.append(.removeToken(token, reason: reason))
+            pump(into: &actions)
+            reportCompletion(into: &actions)
+            return actions
+        case .permanent(let reason):
+            state.attempts = 0
+            state.firstFailureAt = nil
+            setDone(&state, version)
+            actions.append(.deadLetter(token, sent, reason: .apnsRejected, detail: reason, attempts: 1))
+        case .retryable(let reason, let after):
+            let firstFailureAt = state.firstFailureAt ?? now
+            state.firstFailureAt = firstFailureAt
+            if state.attempts >= configuration.retry.maxAttempts
+                || now - firstFailureAt >= configuration.retry.maxElapsed
+            {
+                let attempts = state.attempts
+                state.attempts = 0
+                state.firstFailureAt = nil
+                setDone(&state, version)
+                actions.append(.deadLetter(token, sent, reason: .retriesExhausted, detail: reason, attempts: attempts))
+            } else {
+                let backoff = configuration.retry.delay(attempt: state.attempts, jitter: jitter)
+                let retryAt = now + max(backoff, after ?? 0)
+                state.retryAt = retryAt
+                tokens[token] = state
+                actions.append(.wake(at: retryAt))
+                pump(into: &actions)
+                return actions
+            }
+        }
+        tokens[token] = state
+        if let latest, state.done < latest.version, state.retryAt == nil { enqueue(token) }
+        pump(into: &actions)
+        reportCompletion(into: &actions)
+        return actions
+    }
+
+    /// Retries that are due become sends. Early firings are harmless.
+    public mutating func timerFired(now: UnixTime) -> [Action] {
+        var actions: [Action] = []
+        var nextWake: UnixTime?
+        for (token, state) in tokens {
+            guard let retryAt = state.retryAt else { continue }
+            if retryAt <= now {
+                tokens[token]?.retryAt = nil
+                enqueue(token)
+            } else {
+                nextWake = min(nextWake ?? retryAt, retryAt)
+            }
+        }
+        pump(into: &actions)
+        if let nextWake { actions.append(.wake(at: nextWake)) }
+        return actions
+    }
+
+    /// The next time a retry is due, if any.
+    public var nextRetry: UnixTime? {
+        tokens.values.compactMap(\.retryAt).min()
+    }
+
+    private mutating func enqueue(_ token: DeviceToken) {
+        guard var state = tokens[token], !state.queued else { return }
+        state.queued = true
+        tokens[token] = state
+        ready.append(token)
+    }
+
+    private mutating func setDone(_ state: inout TokenState, _ version: UInt64) {
+        guard version > state.done else { return }
+        decrement(state.done)
+        state.done = version
+        doneCounts[version, default: 0] += 1
+    }
+
+    private mutating func decrement(_ version: UInt64) {
+        guard let count = doneCounts[version] else { return }
+        if count <= 1 { doneCounts.removeValue(forKey: version) } else { doneCounts[version] = count - 1 }
+    }
+
+    /// Starts sends from the ready queue up to the in-flight limit.
+    private mutating func pump(into actions: inout [Action]) {
+        guard let push = latest else { return }
+        while inFlightCount < configuration.maxInFlight, readyHead < ready.count {
+            let token = ready[readyHead]
+            readyHead += 1
+            guard var state = tokens[token], state.queued else { continue }
+            state.queued = false
+            guard state.done < push.version, state.inFlight == nil, state.retryAt == nil else {
+                tokens[token] = state
+                continue
+            }
+            state.inFlight = push
+            state.attempts += 1
+            tokens[token] = state
+            inFlightCount += 1
+            actions.append(.send(token, push))
+        }
+        if readyHead == ready.count {
+            ready.removeAll(keepingCapacity: true)
+            readyHead = 0
+        } else if readyHead > 1024 && readyHead * 2 > ready.count {
+            ready.removeFirst(readyHead)
+            readyHead = 0
+        }
+    }
+
+    private mutating func reportCompletion(into actions: inout [Action]) {
+        let through = doneCounts.keys.min() ?? (latest?.version ?? reportedThrough)
+        if through > reportedThrough {
+            reportedThrough = through
+            actions.append(.completed(through: through))
+        }
+    }
+}

@@ -1,0 +1,377 @@
+import Foundation
+import LiveDispatchCore
+import Yams
+
+/// A configuration problem, with where it was found: `file:line:column`
+/// for the YAML file, or the environment variable's name.
+public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Problem: Sendable, Hashable, CustomStringConvertible {
+        /// `Config/livedispatch.yaml:12:3` or `environment LIVEDISPATCH_COALESCE_WINDOW`.
+        public var location: String
+        /// Dotted key, e.g. `coalesce.window`.
+        public var key: String
+        public var message: String
+
+        public var description: String { "\(location): \(key.isEmpty ? "" : "\(key): ")\(message)" }
+    }
+
+    public var problems: [Problem]
+
+    public var description: String { problems.map(\.description).joined(separator: "\n") }
+}
+
+extension WorkerConfiguration {
+    /// Loads a configuration file, then applies `LIVEDISPATCH_*` overrides
+    /// from `environment`, then validates the whole. Every problem is
+    /// reported at once.
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> WorkerConfiguration {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigurationError(problems: [.init(location: path, key: "", message: "cannot be read: \(error.localizedDescription)")])
+        }
+        return try parse(yaml: text, file: path, environment: environment)
+    }
+
+    /// Parses configuration text; `file` names it in messages.
+    public static func parse(yaml: String, file: String, environment: [String: String] = [:]) throws(ConfigurationError) -> WorkerConfiguration {
+        var loader = ConfigurationLoader(file: file)
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch let error as YamlError {
+            throw ConfigurationError(problems: [loader.problem(for: error)])
+        } catch {
+            throw ConfigurationError(problems: [.init(location: file, key: "", message: "is not valid YAML: \(error)")])
+        }
+        var configuration = WorkerConfiguration()
+        if let root { loader.apply(root, to: &configuration) }
+        loader.applyEnvironment(environment, to: &configuration)
+        loader.validate(configuration)
+        guard loader.problems.isEmpty else { throw ConfigurationError(problems: loader.problems) }
+        return configuration
+    }
+
+    /// The environment variable that overrides a dotted key.
+    public static func environmentName(for key: String) -> String {
+        "LIVEDISPATCH_" + key.uppercased().replacingOccurrences(of: ".", with: "_")
+    }
+}
+
+/// One settable key of the configuration file.
+struct ConfigurationKey: Sendable {
+    enum Kind: Sendable {
+        case string
+        case integer(ClosedRange<Int>)
+        case duration
+        case bool
+        case stringList
+        case stringMap
+        case choice([String])
+    }
+
+    let path: String
+    let kind: Kind
+    let set: @Sendable (inout WorkerConfiguration, ConfigurationValue) -> Void
+
+    static func string(_ path: String, _ keyPath: WritableKeyPath<WorkerConfiguration, String> & Sendable) -> ConfigurationKey {
+        ConfigurationKey(path: path, kind: .string) { if case .string(let v) = $1 { $0[keyPath: keyPath] = v } }
+    }
+
+    static func choice(_ path: String, _ options: [String], _ keyPath: WritableKeyPath<WorkerConfiguration, String> & Sendable) -> ConfigurationKey {
+        ConfigurationKey(path: path, kind: .choice(options)) { if case .string(let v) = $1 { $0[keyPath: keyPath] = v } }
+    }
+
+    static func integer(_ path: String, _ range: ClosedRange<Int>, _ keyPath: WritableKeyPath<WorkerConfiguration, Int> & Sendable) -> ConfigurationKey {
+        ConfigurationKey(path: path, kind: .integer(range)) { if case .integer(let v) = $1 { $0[keyPath: keyPath] = v } }
+    }
+
+    static func duration(_ path: String, _ keyPath: WritableKeyPath<WorkerConfiguration, Double> & Sendable) -> ConfigurationKey {
+        ConfigurationKey(path: path, kind: .duration) { if case .duration(let v) = $1 { $0[keyPath: keyPath] = v } }
+    }
+
+    static func bool(_ path: String, _ keyPath: WritableKeyPath<WorkerConfiguration, Bool> & Sendable) -> ConfigurationKey {
+        ConfigurationKey(path: path, kind: .bool) { if case .bool(let v) = $1 { $0[keyPath: keyPath] = v } }
+    }
+
+    static func list(_ path: String, _ keyPath: WritableKeyPath<WorkerConfiguration, [String]> & Sendable) -> ConfigurationKey {
+        ConfigurationKey(path: path, kind: .stringList) { if case .list(let v) = $1 { $0[keyPath: keyPath] = v } }
+    }
+
+    static func map(_ path: String, _ keyPath: WritableKeyPath<WorkerConfiguration, [String: String]> & Sendable) -> ConfigurationKey {
+        ConfigurationKey(path: path, kind: .stringMap) { if case .map(let v) = $1 { $0[keyPath: keyPath].merge(v) { _, new in new } } }
+    }
+
+    /// Every key of `Config/livedispatch.yaml`.
+    static let all: [ConfigurationKey] = [
+        .string("kafka.bootstrap", \.kafka.bootstrap),
+        .string("kafka.group_id", \.kafka.groupID),
+        .string("kafka.topic_prefix", \.kafka.topicPrefix),
+        .bool("kafka.create_topics", \.kafka.createTopics),
+        .integer("kafka.partitions", 1...10_000, \.kafka.partitions),
+        .integer("kafka.replication_factor", 1...100, \.kafka.replicationFactor),
+        .string("kafka.instance_id", \.kafka.instanceID),
+        .map("kafka.properties", \.kafka.properties),
+        .string("rules.path", \.rules.path),
+        .duration("rules.reload_interval", \.rules.reloadInterval),
+        .string("apns.endpoint", \.apns.endpoint),
+        ConfigurationKey(path: "apns.environment", kind: .choice(APNsEnvironment.allCases.map(\.rawValue))) {
+            if case .string(let v) = $1, let environment = APNsEnvironment(rawValue: v) { $0.apns.environment = environment }
+        },
+        .string("apns.bundle_id", \.apns.bundleID),
+        .string("apns.team_id", \.apns.teamID),
+        .string("apns.key_id", \.apns.keyID),
+        .string("apns.key_path", \.apns.keyPath),
+        .integer("apns.connections", 1...64, \.apns.connections),
+        .duration("apns.request_timeout", \.apns.requestTimeout),
+        .list("apns.trust_roots", \.apns.trustRoots),
+        .duration("coalesce.window", \.coalesce.window),
+        .duration("coalesce.max_delay", \.coalesce.maxDelay),
+        .duration("activity.max_age", \.activity.maxAge),
+        .duration("activity.ended_retention", \.activity.endedRetention),
+        ConfigurationKey(path: "activity.default_priority", kind: .integer(1...10)) {
+            if case .integer(let v) = $1 { $0.activity.defaultPriority = v }
+        },
+        .integer("retry.max_attempts", 1...100, \.retry.maxAttempts),
+        .duration("retry.max_elapsed", \.retry.maxElapsed),
+        .duration("retry.base_delay", \.retry.baseDelay),
+        .duration("retry.max_delay", \.retry.maxDelay),
+        .integer("backpressure.high_watermark", 1...10_000_000, \.backpressure.highWatermark),
+        .integer("backpressure.low_watermark", 0...10_000_000, \.backpressure.lowWatermark),
+        .integer("limits.max_event_bytes", 64...(64 << 20), \.limits.maxEventBytes),
+        .integer("limits.max_in_flight_per_activity", 1...100_000, \.limits.maxInFlightPerActivity),
+        .string("admin.listen", \.admin.listen),
+        .duration("shutdown.timeout", \.shutdown.timeout),
+    ]
+
+    static let byPath: [String: ConfigurationKey] = Dictionary(uniqueKeysWithValues: all.map { ($0.path, $0) })
+}
+
+enum ConfigurationValue: Sendable {
+    case string(String)
+    case integer(Int)
+    case duration(Double)
+    case bool(Bool)
+    case list([String])
+    case map([String: String])
+}
+
+/// Parses `250ms`, `2s`, `5m`, `12h`, `1d`, or plain seconds.
+func parseDuration(_ text: String) -> Double? {
+    let trimmed = text.trimmingCharacters(in: .whitespaces)
+    let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
+    for (suffix, scale) in units where trimmed.hasSuffix(suffix) {
+        if let number = Double(trimmed.dropLast(suffix.count)), number >= 0, number.isFinite { return number * scale }
+    }
+    if let seconds = Double(trimmed), seconds >= 0, seconds.isFinite { return seconds }
+    return nil
+}
+
+struct ConfigurationLoader {
+    let file: String
+    var problems: [ConfigurationError.Problem] = []
+    /// Where each key was set in the file, for cross-key messages.
+    var positions: [String: String] = [:]
+
+    init(file: String) { self.file = file }
+
+    func location(_ node: Node?) -> String {
+        guard let mark = node?.mark else { return file }
+        return "\(file):\(mark.line):\(mark.column)"
+    }
+
+    func problem(for error: YamlError) -> ConfigurationError.Problem {
+        switch error {
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _):
+            let detail = context.map { "\($0.text) \(problem)" } ?? problem
+            return .init(location: "\(file):\(mark.line):\(mark.column)", key: "", message: "invalid YAML: \(detail)")
+        case .composer(let context, let problem, let mark, _):
+            let detail = context.map { "\($0.text) \(problem)" } ?? problem
+            return .init(location: "\(file):\(mark.line):\(mark.column)", key: "", message: "invalid YAML: \(detail)")
+        default:
+            return .init(location: file, key: "", message: "invalid YAML: \(error)")
+        }
+    }
+
+    mutating func apply(_ root: Node, to configuration: inout WorkerConfiguration) {
+        guard case .mapping(let sections) = root else {
+            problems.append(.init(location: location(root), key: "", message: "expected a mapping of sections (kafka, rules, apns, …)"))
+            return
+        }
+        for (keyNode, valueNode) in sections {
+            let section = keyNode.string ?? ""
+            let sectionKeys = ConfigurationKey.all.filter { $0.path.hasPrefix(section + ".") }
+            guard !sectionKeys.isEmpty else {
+                let known = Set(ConfigurationKey.all.map { String($0.path.split(separator: ".")[0]) })
+                problems.append(.init(location: location(keyNode), key: section, message: "unknown section\(suggestion(section, among: known))"))
+                continue
+            }
+            if case .scalar = valueNode, valueNode.null != nil { continue }
+            guard case .mapping(let entries) = valueNode else {
+                problems.append(.init(location: location(valueNode), key: section, message: "expected a mapping of keys"))
+                continue
+            }
+            for (entryKey, entryValue) in entries {
+                let path = "\(section).\(entryKey.string ?? "")"
+                guard let key = ConfigurationKey.byPath[path] else {
+                    let known = Set(sectionKeys.map { String($0.path.dropFirst(section.count + 1)) })
+                    problems.append(.init(location: location(entryKey), key: path, message: "unknown key\(suggestion(entryKey.string ?? "", among: known))"))
+                    continue
+                }
+                positions[path] = location(entryValue)
+                if let value = parse(entryValue, as: key) { key.set(&configuration, value) }
+            }
+        }
+    }
+
+    mutating func parse(_ node: Node, as key: ConfigurationKey) -> ConfigurationValue? {
+        func fail(_ message: String) -> ConfigurationValue? {
+            problems.append(.init(location: location(node), key: key.path, message: message))
+            return nil
+        }
+        switch key.kind {
+        case .stringList:
+            if case .scalar = node, node.null != nil { return .list([]) }
+            guard case .sequence(let items) = node else { return fail("expected a list of strings") }
+            var strings: [String] = []
+            for item in items {
+                guard case .scalar(let scalar) = item else { return fail("expected a list of strings") }
+                strings.append(scalar.string)
+            }
+            return .list(strings)
+        case .stringMap:
+            if case .scalar = node, node.null != nil { return .map([:]) }
+            guard case .mapping(let pairs) = node else { return fail("expected a mapping of property names to values") }
+            var map: [String: String] = [:]
+            for (name, value) in pairs {
+                guard case .scalar(let nameScalar) = name, case .scalar(let valueScalar) = value else {
+                    return fail("expected a mapping of property names to string values")
+                }
+                map[nameScalar.string] = valueScalar.string
+            }
+            return .map(map)
+        case .string, .integer, .duration, .bool, .choice:
+            guard case .scalar(let scalar) = node else {
+                if case .mapping = node { return fail("expected a single value, got a mapping") }
+                return fail("expected a single value, got a list")
+            }
+            switch Self.parseScalar(scalar.string, as: key.kind) {
+            case .success(let value): return value
+            case .failure(let message): return fail(message.text)
+            }
+        }
+    }
+
+    struct Message: Error { var text: String }
+
+    static func parseScalar(_ text: String, as kind: ConfigurationKey.Kind) -> Result<ConfigurationValue, Message> {
+        switch kind {
+        case .string:
+            return .success(.string(text))
+        case .choice(let options):
+            guard options.contains(text) else {
+                return .failure(Message(text: "expected one of \(options.joined(separator: ", ")), got \(text.debugDescription)"))
+            }
+            return .success(.string(text))
+        case .integer(let range):
+            guard let value = Int(text.replacingOccurrences(of: "_", with: "")) else {
+                return .failure(Message(text: "expected a whole number, got \(text.debugDescription)"))
+            }
+            guard range.contains(value) else {
+                return .failure(Message(text: "\(value) is out of range (\(range.lowerBound)…\(range.upperBound))"))
+            }
+            return .success(.integer(value))
+        case .duration:
+            guard let seconds = parseDuration(text) else {
+                return .failure(Message(text: "expected a duration such as 250ms, 2s, 5m or 12h, got \(text.debugDescription)"))
+            }
+            return .success(.duration(seconds))
+        case .bool:
+            switch text.lowercased() {
+            case "true", "yes", "on", "1": return .success(.bool(true))
+            case "false", "no", "off", "0": return .success(.bool(false))
+            default: return .failure(Message(text: "expected true or false, got \(text.debugDescription)"))
+            }
+        case .stringList:
+            return .success(.list(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }))
+        case .stringMap:
+            return .failure(Message(text: "cannot be set whole from the environment; set LIVEDISPATCH_KAFKA_PROPERTIES_<NAME> per property"))
+        }
+    }
+
+    /// `LIVEDISPATCH_<SECTION>_<KEY>` overrides a key; `LIVEDISPATCH_KAFKA_PROPERTIES_<NAME>`
+    /// sets the librdkafka property `<name>` (lowercase, `_` read as `.`).
+    mutating func applyEnvironment(_ environment: [String: String], to configuration: inout WorkerConfiguration) {
+        let propertyPrefix = "LIVEDISPATCH_KAFKA_PROPERTIES_"
+        for (name, text) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("LIVEDISPATCH_") {
+            if name.hasPrefix(propertyPrefix) {
+                let property = name.dropFirst(propertyPrefix.count).lowercased().replacingOccurrences(of: "_", with: ".")
+                configuration.kafka.properties[property] = text
+                continue
+            }
+            guard let key = ConfigurationKey.all.first(where: { WorkerConfiguration.environmentName(for: $0.path) == name }) else {
+                let known = Set(ConfigurationKey.all.map { WorkerConfiguration.environmentName(for: $0.path) })
+                problems.append(.init(location: "environment \(name)", key: "", message: "is not a LiveDispatch setting\(suggestion(name, among: known))"))
+                continue
+            }
+            positions[key.path] = "environment \(name)"
+            switch Self.parseScalar(text, as: key.kind) {
+            case .success(let value): key.set(&configuration, value)
+            case .failure(let message): problems.append(.init(location: "environment \(name)", key: key.path, message: message.text))
+            }
+        }
+    }
+
+    /// Rules that span keys.
+    mutating func validate(_ configuration: WorkerConfiguration) {
+        func check(_ condition: Bool, _ key: String, _ message: String) {
+            if !condition { problems.append(.init(location: positions[key] ?? file, key: key, message: message)) }
+        }
+        check(!configuration.kafka.bootstrap.isEmpty, "kafka.bootstrap", "must name brokers (host:port,…) or be \"embedded\"")
+        check(!configuration.kafka.groupID.isEmpty, "kafka.group_id", "must not be empty")
+        check(!configuration.apns.bundleID.isEmpty, "apns.bundle_id", "must not be empty")
+        check(configuration.coalesce.window <= configuration.coalesce.maxDelay, "coalesce.max_delay",
+              "must be at least coalesce.window (\(configuration.coalesce.window)s)")
+        check(configuration.backpressure.lowWatermark < configuration.backpressure.highWatermark, "backpressure.low_watermark",
+              "must be below backpressure.high_watermark (\(configuration.backpressure.highWatermark))")
+        check([1, 5, 10].contains(configuration.activity.defaultPriority), "activity.default_priority", "must be 1, 5 or 10")
+        let endpoint = configuration.apns.endpoint
+        if endpoint == "production" || endpoint == "sandbox" {
+            check(configuration.apns.teamID.count == 10, "apns.team_id", "must be the 10-character team id for a real APNs endpoint")
+            check(configuration.apns.keyID.count == 10, "apns.key_id", "must be the 10-character key id for a real APNs endpoint")
+            check(!configuration.apns.keyPath.isEmpty, "apns.key_path", "must name the .p8 key file for a real APNs endpoint")
+        } else if endpoint != "simulator" {
+            check(endpoint.split(separator: ":").count == 2 && Int(endpoint.split(separator: ":").last ?? "") != nil, "apns.endpoint",
+                  "expected production, sandbox, simulator or host:port, got \(endpoint.debugDescription)")
+        }
+        if !configuration.apns.keyPath.isEmpty {
+            check(FileManager.default.isReadableFile(atPath: configuration.apns.keyPath), "apns.key_path",
+                  "\(configuration.apns.keyPath) cannot be read")
+        }
+    }
+
+    /// ` (did you mean X?)` when a known name is within two edits.
+    func suggestion(_ name: String, among known: Set<String>) -> String {
+        let best = known.map { ($0, editDistance(name.lowercased(), $0.lowercased())) }.min { $0.1 < $1.1 }
+        guard let best, best.1 <= 2 else { return " (known: \(known.sorted().joined(separator: ", ")))" }
+        return " (did you mean \(best.0)?)"
+    }
+}
+
+/// Levenshtein distance, for "did you mean" suggestions.
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a)
+    let b = Array(b)
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var previous = Array(0...b.count)
+    for i in 1...a.count {
+        var current = [i] + Array(repeating: 0, count: b.count)
+        for j in 1...b.count {
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        }
+        previous = current
+    }
+    return previous[b.count]
+}

@@ -1,0 +1,142 @@
+import LiveDispatchCore
+
+/// Everything a worker needs to run, loaded from `Config/livedispatch.yaml`
+/// and `LIVEDISPATCH_*` environment variables. Every default here is the
+/// documented default of `Config/livedispatch.yaml`.
+public struct WorkerConfiguration: Sendable, Hashable {
+    public struct Kafka: Sendable, Hashable {
+        /// `host:port,…`, or `embedded` for librdkafka's in-process mock cluster.
+        public var bootstrap = "embedded"
+        public var groupID = "livedispatch"
+        /// Prefix of the internal topics (`commands`, `tokens`, `state`, …).
+        public var topicPrefix = "livedispatch."
+        /// Create missing internal topics at start.
+        public var createTopics = true
+        /// Partitions of internal topics created at start.
+        public var partitions = 6
+        public var replicationFactor = 1
+        /// `group.instance.id` for static membership; empty for none.
+        public var instanceID = ""
+        /// Raw librdkafka properties (`security.protocol`, `sasl.*`, `ssl.*`, …).
+        public var properties: [String: String] = [:]
+    }
+
+    public struct Rules: Sendable, Hashable {
+        /// Directory of rule files (`*.yaml`).
+        public var path = "Config/rules"
+        /// How often the directory is checked for changes; 0 turns reloading off.
+        public var reloadInterval: Double = 5
+    }
+
+    public struct APNs: Sendable, Hashable {
+        /// `production`, `sandbox`, `simulator` (an in-process simulator with a
+        /// generated key) or `host:port` (e.g. a simulator elsewhere).
+        public var endpoint = "simulator"
+        /// Environment of tokens registered without one.
+        public var environment = APNsEnvironment.production
+        public var bundleID = "com.example.livedispatch"
+        public var teamID = ""
+        public var keyID = ""
+        /// Path of the `.p8` signing key (PKCS#8 PEM).
+        public var keyPath = ""
+        /// Connections per (host, team).
+        public var connections = 2
+        /// Deadline of one request.
+        public var requestTimeout: Double = 10
+        /// Extra trusted CA certificates (PEM files), e.g. a simulator's.
+        public var trustRoots: [String] = []
+    }
+
+    public struct Coalesce: Sendable, Hashable {
+        public var window: Double = 0.25
+        public var maxDelay: Double = 1
+    }
+
+    public struct Activity: Sendable, Hashable {
+        public var maxAge: Double = 12 * 3600
+        /// How long an ended activity without a dismissal date is kept.
+        public var endedRetention: Double = 4 * 3600
+        /// Priority when no command names one.
+        public var defaultPriority = 10
+    }
+
+    public struct Retry: Sendable, Hashable {
+        public var maxAttempts = 6
+        public var maxElapsed: Double = 120
+        public var baseDelay: Double = 0.2
+        public var maxDelay: Double = 30
+    }
+
+    public struct Backpressure: Sendable, Hashable {
+        /// Records in progress above which the consumer pauses its partitions.
+        public var highWatermark = 20_000
+        /// Records in progress below which it resumes them.
+        public var lowWatermark = 10_000
+    }
+
+    public struct Limits: Sendable, Hashable {
+        /// Largest domain event accepted, in bytes.
+        public var maxEventBytes = 1 << 20
+        /// Sends in flight at once for one activity.
+        public var maxInFlightPerActivity = 256
+    }
+
+    public struct Admin: Sendable, Hashable {
+        /// `host:port` of the health and metrics endpoint; empty turns it off.
+        public var listen = "127.0.0.1:9464"
+    }
+
+    public struct Shutdown: Sendable, Hashable {
+        /// Longest a graceful shutdown may take before in-flight work is handed back.
+        public var timeout: Double = 30
+    }
+
+    public var kafka = Kafka()
+    public var rules = Rules()
+    public var apns = APNs()
+    public var coalesce = Coalesce()
+    public var activity = Activity()
+    public var retry = Retry()
+    public var backpressure = Backpressure()
+    public var limits = Limits()
+    public var admin = Admin()
+    public var shutdown = Shutdown()
+
+    public init() {}
+
+    /// Full name of an internal topic, e.g. `livedispatch.commands`.
+    public func topic(_ name: InternalTopic) -> String { kafka.topicPrefix + name.rawValue }
+
+    public var coalescer: Coalescer.Configuration {
+        Coalescer.Configuration(
+            window: coalesce.window, maxDelay: coalesce.maxDelay, maxAge: activity.maxAge,
+            endedRetention: activity.endedRetention,
+            defaultPriority: (try? PushPriority(activity.defaultPriority)) ?? .immediate)
+    }
+
+    public var fanOut: FanOut.Configuration {
+        FanOut.Configuration(
+            maxInFlight: limits.maxInFlightPerActivity,
+            retry: RetryPolicy(maxAttempts: retry.maxAttempts, maxElapsed: retry.maxElapsed, baseDelay: retry.baseDelay, maxDelay: retry.maxDelay))
+    }
+}
+
+/// The internal topics, without their prefix.
+public enum InternalTopic: String, Sendable, CaseIterable {
+    case commands
+    case tokens
+    case state
+    case tokenStore = "token-store"
+    case deadLetters = "dead-letters"
+
+    /// Whether the topic is a compacted changelog.
+    public var isCompacted: Bool {
+        switch self {
+        case .state, .tokenStore: true
+        case .commands, .tokens, .deadLetters: false
+        }
+    }
+
+    /// The topics that must have the same partition count.
+    public static let coPartitioned: [InternalTopic] = [.commands, .tokens, .state, .tokenStore]
+}

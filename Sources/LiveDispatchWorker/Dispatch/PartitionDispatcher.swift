@@ -1,0 +1,490 @@
+import LiveDispatchCore
+
+/// Everything the dispatcher decides for one partition number of the
+/// co-partitioned `commands`, `tokens`, `state` and `token-store` topics:
+/// restore, then token registrations and commands in offset order through
+/// the ``Coalescer``, one ``FanOut`` per activity, and two ``OffsetTracker``
+/// partitions. A value type: inputs are `mutating func`s returning
+/// ``Action``s; the ``Dispatcher`` service performs them (sends, produces,
+/// timers, commits) and reports back.
+///
+/// An offset becomes committable only when its record is fully handled:
+/// a command when the push that carried it reached every token and the
+/// activity's snapshot (and any dead letters) were acknowledged by Kafka; a
+/// registration when `token-store` acknowledged it; a bad record when its
+/// dead letter was acknowledged.
+public struct PartitionDispatcher: Sendable {
+    /// A record written by the dispatcher; `ticket` comes back in
+    /// ``acknowledged(_:now:)`` once Kafka has it.
+    public struct Produce: Sendable, Hashable {
+        public var topic: InternalTopic
+        public var key: String
+        /// nil writes a tombstone.
+        public var value: [UInt8]?
+        /// The partition for co-partitioned topics; nil lets the producer
+        /// choose by key (dead letters).
+        public var partition: Int32?
+        public var ticket: UInt64
+    }
+
+    /// One push to one device.
+    public struct Send: Sendable, Hashable {
+        public var activityID: ActivityID
+        public var token: DeviceToken
+        public var environment: APNsEnvironment
+        public var push: LiveActivityPush
+        /// The encoded payload, checked against APNs' size limit.
+        public var payload: [UInt8]
+    }
+
+    public enum Action: Sendable, Hashable {
+        case send(Send)
+        case produce(Produce)
+        /// Call ``flushTimer(for:now:)`` at this time.
+        case scheduleFlush(ActivityID, at: UnixTime)
+        /// Call ``retryTimer(for:now:)`` at this time.
+        case scheduleRetry(ActivityID, at: UnixTime)
+        /// Store this offset (the next to read) for the topic's partition and commit it.
+        case commit(InternalTopic, offset: Int64)
+    }
+
+    /// A record as read from `commands` or `tokens`.
+    public struct Record: Sendable, Hashable {
+        public var offset: Int64
+        public var key: [UInt8]?
+        public var value: [UInt8]?
+        public var timestamp: UnixTime
+
+        public init(offset: Int64, key: [UInt8]?, value: [UInt8]?, timestamp: UnixTime) {
+            self.offset = offset
+            self.key = key
+            self.value = value
+            self.timestamp = timestamp
+        }
+
+        var keyText: String? { key.map { String(decoding: $0, as: UTF8.self) } }
+        var valueText: String? {
+            guard let value else { return nil }
+            return String(validating: value, as: UTF8.self)
+        }
+    }
+
+    /// What an acknowledged produce finishes.
+    enum AckEffect: Sendable, Hashable {
+        case completeOffsets(InternalTopic, [Int64])
+        case deadLetterForActivity(ActivityID)
+        case snapshot(ActivityID, offsets: [Int64])
+        case nothing
+    }
+
+    struct ActivityDelivery: Sendable {
+        var fanOut: FanOut
+        /// Flushes published and not yet complete, oldest first.
+        var flushes: [Coalescer.Flush] = []
+        /// Dead letters and token tombstones not yet acknowledged; a
+        /// completed flush waits for them before its snapshot is written.
+        var pendingAcks = 0
+        /// Versions never fanned out (their payload was too large): complete
+        /// as soon as every version before them is.
+        var skipped: Set<UInt64> = []
+    }
+
+    public let partition: Int32
+    public let configuration: WorkerConfiguration
+    private var coalescer: Coalescer
+    private var deliveries: [ActivityID: ActivityDelivery] = [:]
+    private var registrations: [ActivityID: [DeviceToken: TokenRegistration]] = [:]
+    private var trackers = OffsetTracker()
+    private var acks: [UInt64: AckEffect] = [:]
+    private var nextTicket: UInt64 = 1
+    private var restoring = true
+    private var restoredStates: [ActivityState] = []
+    /// Records that arrived before the restore finished, replayed after it.
+    private var early: [(InternalTopic, Record)] = []
+
+    public init(partition: Int32, configuration: WorkerConfiguration) {
+        self.partition = partition
+        self.configuration = configuration
+        self.coalescer = Coalescer(configuration: configuration.coalescer)
+        trackers.assign(Self.trackerPartition(.commands, partition))
+        trackers.assign(Self.trackerPartition(.tokens, partition))
+    }
+
+    static func trackerPartition(_ topic: InternalTopic, _ number: Int32) -> OffsetTracker.Partition {
+        OffsetTracker.Partition(topic: topic.rawValue, number: number)
+    }
+
+    /// Records read and not yet fully handled: the back-pressure measure.
+    public var outstanding: Int { trackers.outstanding }
+    public var isReady: Bool { !restoring }
+    public var activityCount: Int { coalescer.activityCount }
+    public func state(of activityID: ActivityID) -> ActivityState? { coalescer.state(of: activityID) }
+    public func tokens(of activityID: ActivityID) -> [DeviceToken] {
+        registrations[activityID].map { $0.keys.sorted() } ?? []
+    }
+
+    // MARK: Restore
+
+    /// A snapshot read back from `state`; a tombstone (nil) removes it.
+    public mutating func restoreState(key: String, value: [UInt8]?) {
+        guard let value else {
+            restoredStates.removeAll { $0.activityID.rawValue == key }
+            return
+        }
+        guard let snapshot = try? ActivityState(bytes: value) else { return }
+        restoredStates.removeAll { $0.activityID == snapshot.activityID }
+        restoredStates.append(snapshot)
+    }
+
+    /// A registration read back from `token-store`; a tombstone removes it.
+    public mutating func restoreToken(key: String, value: [UInt8]?) {
+        let parts = key.split(separator: "\u{1F}", maxSplits: 1)
+        guard let value else {
+            if parts.count == 2, let activity = try? ActivityID(String(parts[0])), let token = try? DeviceToken(hex: String(parts[1])) {
+                registrations[activity]?.removeValue(forKey: token)
+                if registrations[activity]?.isEmpty == true { registrations.removeValue(forKey: activity) }
+            }
+            return
+        }
+        guard let registration = try? TokenRegistration(bytes: value), registration.action == .register else { return }
+        registrations[registration.activityID, default: [:]][registration.token] = registration
+    }
+
+    /// The changelogs are read to their end: install them and replay any
+    /// records that arrived meanwhile.
+    public mutating func finishRestore(now: UnixTime) -> [Action] {
+        guard restoring else { return [] }
+        for snapshot in restoredStates { coalescer.restore(snapshot) }
+        for (activity, tokens) in registrations {
+            var fanOut = makeFanOut(activity)
+            if let snapshot = coalescer.state(of: activity), snapshot.version > 0 {
+                fanOut.restoreLatest(Self.restoredPush(snapshot, configuration: configuration))
+            }
+            for token in tokens.keys.sorted() { _ = fanOut.addToken(token, sendCurrent: false, now: now) }
+            deliveries[activity] = ActivityDelivery(fanOut: fanOut)
+        }
+        restoredStates = []
+        restoring = false
+        var actions: [Action] = []
+        let replay = early
+        early = []
+        for (topic, record) in replay {
+            switch topic {
+            case .commands: actions += command(record, now: now)
+            case .tokens: actions += tokenRecord(record, now: now)
+            case .state, .tokenStore, .deadLetters: break
+            }
+        }
+        return actions
+    }
+
+    /// The push a restored state stands for: what its tokens already hold.
+    static func restoredPush(_ state: ActivityState, configuration: WorkerConfiguration) -> LiveActivityPush {
+        LiveActivityPush(
+            activityID: state.activityID, version: state.version, event: state.isEnded ? .end : .update,
+            contentState: state.contentState, timestamp: state.timestamp ?? state.createdAt,
+            priority: configuration.coalescer.defaultPriority, staleDate: state.staleDate,
+            dismissalDate: state.isEnded ? state.dismissalDate : nil, relevanceScore: state.relevanceScore)
+    }
+
+    private func makeFanOut(_ activity: ActivityID) -> FanOut {
+        FanOut(activityID: activity, version: coalescer.state(of: activity)?.version ?? 0, configuration: configuration.fanOut)
+    }
+
+    // MARK: Records
+
+    /// A record of this partition of `commands`.
+    public mutating func command(_ record: Record, now: UnixTime) -> [Action] {
+        let parsed: ActivityCommand
+        switch accept(.commands, record, what: "command", now: now, parse: ActivityCommand.init(bytes:), activity: \.activityID) {
+        case .ready(let command): parsed = command
+        case .handled(let actions): return actions
+        }
+        switch coalescer.receive(parsed, offset: record.offset, recordTime: record.timestamp, now: now) {
+        case .alreadyApplied:
+            return complete(.commands, [record.offset])
+        case .reject(let reason, let message):
+            return deadLetterRecord(.commands, record, reason: reason, message: message, activityID: parsed.activityID, now: now)
+        case .scheduleFlush(let at):
+            return [.scheduleFlush(parsed.activityID, at: at)]
+        case .flush(let flush):
+            return publish(flush, now: now)
+        }
+    }
+
+    enum Acceptance<Value> {
+        case ready(Value)
+        /// Buffered until the restore ends, or dead-lettered.
+        case handled([Action])
+    }
+
+    /// Takes a record into the offset tracker and reads its value; a record
+    /// that is not valid, or whose key is not its activity id (which would
+    /// put the activity in two partitions), becomes a dead letter.
+    private mutating func accept<Value>(
+        _ topic: InternalTopic, _ record: Record, what: String, now: UnixTime,
+        parse: ([UInt8]) throws(FieldError) -> Value, activity: (Value) -> ActivityID
+    ) -> Acceptance<Value> {
+        if restoring {
+            early.append((topic, record))
+            return .handled([])
+        }
+        guard (try? trackers.read(Self.trackerPartition(topic, partition), offset: record.offset)) != nil else { return .handled([]) }
+        let value: Value
+        do {
+            value = try parse(record.value ?? [])
+        } catch {
+            let reason: DeadLetterReason = error.field.isEmpty ? .invalidJSON : .invalidCommand
+            let problem = record.value == nil ? "empty record (tombstone)" : error.description
+            return .handled(deadLetterRecord(topic, record, reason: reason, message: "\(what) at offset \(record.offset): \(problem)", activityID: nil, now: now))
+        }
+        let activityID = activity(value)
+        if let key = record.keyText, key != activityID.rawValue {
+            return .handled(deadLetterRecord(
+                topic, record, reason: .invalidCommand,
+                message: "record key \(key.debugDescription) is not the activity_id \(activityID.rawValue.debugDescription); \(topic.rawValue) records must be keyed by activity id",
+                activityID: activityID, now: now))
+        }
+        return .ready(value)
+    }
+
+    /// A record of this partition of `tokens`.
+    public mutating func tokenRecord(_ record: Record, now: UnixTime) -> [Action] {
+        var registration: TokenRegistration
+        switch accept(.tokens, record, what: "token registration", now: now, parse: TokenRegistration.init(bytes:), activity: \.activityID) {
+        case .ready(let value): registration = value
+        case .handled(let actions): return actions
+        }
+        let activity = registration.activityID
+        let ticket = issueTicket(.completeOffsets(.tokens, [record.offset]))
+        var actions: [Action] = []
+        switch registration.action {
+        case .register where !registration.isExpired(at: now):
+            registration.registeredAt = registration.registeredAt ?? now
+            registrations[activity, default: [:]][registration.token] = registration
+            var delivery = deliveries[activity] ?? ActivityDelivery(fanOut: makeFanOut(activity))
+            if delivery.fanOut.latest == nil, let state = coalescer.state(of: activity), state.version > 0 {
+                delivery.fanOut.restoreLatest(Self.restoredPush(state, configuration: configuration))
+            }
+            let fanOutActions = delivery.fanOut.addToken(registration.token, sendCurrent: true, now: now)
+            deliveries[activity] = delivery
+            actions.append(.produce(Produce(topic: .tokenStore, key: registration.storeKey, value: registration.json.serialized(), partition: partition, ticket: ticket)))
+            actions += perform(fanOutActions, for: activity, now: now)
+        case .register, .unregister:
+            registrations[activity]?.removeValue(forKey: registration.token)
+            if registrations[activity]?.isEmpty == true { registrations.removeValue(forKey: activity) }
+            if var delivery = deliveries[activity] {
+                let fanOutActions = delivery.fanOut.removeToken(registration.token)
+                deliveries[activity] = delivery
+                actions += perform(fanOutActions, for: activity, now: now)
+            }
+            actions.append(.produce(Produce(topic: .tokenStore, key: registration.storeKey, value: nil, partition: partition, ticket: ticket)))
+        }
+        return actions
+    }
+
+    // MARK: Timers and outcomes
+
+    public mutating func flushTimer(for activity: ActivityID, now: UnixTime) -> [Action] {
+        switch coalescer.timerFired(for: activity, now: now) {
+        case .none: return []
+        case .reschedule(let at): return [.scheduleFlush(activity, at: at)]
+        case .flush(let flush): return publish(flush, now: now)
+        }
+    }
+
+    public mutating func retryTimer(for activity: ActivityID, now: UnixTime) -> [Action] {
+        guard var delivery = deliveries[activity] else { return [] }
+        let fanOutActions = delivery.fanOut.timerFired(now: now)
+        deliveries[activity] = delivery
+        return perform(fanOutActions, for: activity, now: now)
+    }
+
+    /// A send ended. `jitter` in [0, 1) randomizes the retry backoff.
+    public mutating func sendCompleted(
+        _ send: Send, outcome: FanOut.Outcome, now: UnixTime, jitter: Double
+    ) -> [Action] {
+        guard var delivery = deliveries[send.activityID] else { return [] }
+        let fanOutActions = delivery.fanOut.completed(token: send.token, version: send.push.version, outcome: outcome, now: now, jitter: jitter)
+        deliveries[send.activityID] = delivery
+        return perform(fanOutActions, for: send.activityID, now: now)
+    }
+
+    /// Kafka acknowledged the produce with this ticket.
+    public mutating func acknowledged(_ ticket: UInt64, now: UnixTime) -> [Action] {
+        guard let effect = acks.removeValue(forKey: ticket) else { return [] }
+        switch effect {
+        case .completeOffsets(let topic, let offsets):
+            return complete(topic, offsets)
+        case .snapshot(_, let offsets):
+            return complete(.commands, offsets)
+        case .deadLetterForActivity(let activity):
+            guard var delivery = deliveries[activity] else { return [] }
+            delivery.pendingAcks -= 1
+            deliveries[activity] = delivery
+            return delivery.pendingAcks == 0 ? finishCompletion(activity) : []
+        case .nothing:
+            return []
+        }
+    }
+
+    /// Expires activities past `activity.max_age` or their dismissal, and
+    /// tokens past `expires_at` (or with no activity state for `max_age`):
+    /// tombstones for their state and tokens.
+    public mutating func sweep(now: UnixTime) -> [Action] {
+        var actions: [Action] = []
+        for expiry in coalescer.expire(now: now) {
+            let activity = expiry.activityID
+            actions.append(.produce(Produce(topic: .state, key: activity.rawValue, value: nil, partition: partition, ticket: issueTicket(.nothing))))
+            for registration in (registrations.removeValue(forKey: activity) ?? [:]).values.sorted(by: { $0.token < $1.token }) {
+                actions.append(.produce(Produce(topic: .tokenStore, key: registration.storeKey, value: nil, partition: partition, ticket: issueTicket(.nothing))))
+            }
+            var offsets = expiry.heldOffsets
+            if let delivery = deliveries.removeValue(forKey: activity) {
+                offsets += delivery.flushes.flatMap(\.offsets)
+            }
+            actions += complete(.commands, offsets.sorted())
+        }
+        for (activity, tokens) in registrations {
+            let hasState = coalescer.state(of: activity) != nil
+            for (token, registration) in tokens {
+                let orphaned = !hasState && (registration.registeredAt ?? now) + configuration.activity.maxAge <= now
+                guard registration.isExpired(at: now) || orphaned else { continue }
+                registrations[activity]?.removeValue(forKey: token)
+                if var delivery = deliveries[activity] {
+                    let fanOutActions = delivery.fanOut.removeToken(token)
+                    deliveries[activity] = delivery
+                    actions += perform(fanOutActions, for: activity, now: now)
+                }
+                actions.append(.produce(Produce(topic: .tokenStore, key: registration.storeKey, value: nil, partition: partition, ticket: issueTicket(.nothing))))
+            }
+            if registrations[activity]?.isEmpty == true {
+                registrations.removeValue(forKey: activity)
+                if !hasState { deliveries.removeValue(forKey: activity) }
+            }
+        }
+        return actions
+    }
+
+    /// Flushes every held update now (graceful shutdown).
+    public mutating func drain(now: UnixTime) -> [Action] {
+        coalescer.flushAll().flatMap { publish($0, now: now) }
+    }
+
+    /// Whether nothing is held, in flight or unacknowledged.
+    public var isIdle: Bool {
+        trackers.outstanding == 0 && acks.isEmpty && coalescer.heldActivities.isEmpty
+            && deliveries.values.allSatisfy { $0.fanOut.isIdle && $0.flushes.isEmpty }
+    }
+
+    // MARK: Internals
+
+    private mutating func issueTicket(_ effect: AckEffect) -> UInt64 {
+        let ticket = nextTicket
+        nextTicket += 1
+        acks[ticket] = effect
+        return ticket
+    }
+
+    private mutating func complete(_ topic: InternalTopic, _ offsets: [Int64]) -> [Action] {
+        let tracked = Self.trackerPartition(topic, partition)
+        var commit: OffsetTracker.Commit?
+        for offset in offsets {
+            if let moved = try? trackers.complete(tracked, offset: offset) { commit = moved }
+        }
+        guard let commit else { return [] }
+        return [.commit(topic, offset: commit.offset)]
+    }
+
+    private mutating func deadLetterRecord(
+        _ topic: InternalTopic, _ record: Record, reason: DeadLetterReason, message: String, activityID: ActivityID?,
+        now: UnixTime
+    ) -> [Action] {
+        let letter = DeadLetter(
+            reason: reason, message: message, activityID: activityID,
+            origin: .init(topic: configuration.topic(topic), partition: partition, offset: record.offset, key: record.keyText, value: record.valueText),
+            deadLetteredAt: now)
+        let ticket = issueTicket(.completeOffsets(topic, [record.offset]))
+        return [.produce(Produce(topic: .deadLetters, key: record.keyText ?? activityID?.rawValue ?? "", value: letter.json.serialized(), partition: nil, ticket: ticket))]
+    }
+
+    private mutating func publish(_ flush: Coalescer.Flush, now: UnixTime) -> [Action] {
+        let activity = flush.push.activityID
+        var delivery = deliveries[activity] ?? ActivityDelivery(fanOut: makeFanOut(activity))
+        var actions: [Action] = []
+        do {
+            _ = try APNsPayload.encode(flush.push)
+        } catch {
+            let letter = DeadLetter(
+                reason: .payloadTooLarge, message: error.description, activityID: activity,
+                details: ["size": .integer(Int64(error.size)), "limit": .integer(Int64(error.limit)), "version": .integer(Int64(flush.push.version))],
+                deadLetteredAt: now)
+            delivery.pendingAcks += 1
+            actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.json.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
+            // The state moved on even though no device can be sent it.
+            delivery.flushes.append(flush)
+            delivery.skipped.insert(flush.push.version)
+            deliveries[activity] = delivery
+            return actions
+        }
+        delivery.flushes.append(flush)
+        let fanOutActions = delivery.fanOut.publish(flush.push, now: now)
+        deliveries[activity] = delivery
+        actions += perform(fanOutActions, for: activity, now: now)
+        return actions
+    }
+
+    private mutating func perform(_ fanOutActions: [FanOut.Action], for activity: ActivityID, now: UnixTime) -> [Action] {
+        var actions: [Action] = []
+        for action in fanOutActions {
+            switch action {
+            case .send(let token, let push):
+                let environment = registrations[activity]?[token]?.environment ?? configuration.apns.environment
+                // Encoding succeeded at publish; a failure here cannot happen for the same push.
+                guard let payload = try? APNsPayload.encode(push) else { continue }
+                actions.append(.send(Send(activityID: activity, token: token, environment: environment, push: push, payload: payload)))
+            case .wake(let at):
+                actions.append(.scheduleRetry(activity, at: at))
+            case .removeToken(let token, _):
+                let registration = registrations[activity]?.removeValue(forKey: token)
+                if registrations[activity]?.isEmpty == true { registrations.removeValue(forKey: activity) }
+                let key = registration?.storeKey ?? "\(activity.rawValue)\u{1F}\(token.hex)"
+                deliveries[activity]?.pendingAcks += 1
+                actions.append(.produce(Produce(topic: .tokenStore, key: key, value: nil, partition: partition, ticket: issueTicket(.deadLetterForActivity(activity)))))
+            case .deadLetter(let token, let push, let reason, let detail, let attempts):
+                let letter = DeadLetter(
+                    reason: reason, message: "push version \(push.version) of activity \(activity) to token \(token.hex) failed: \(detail)",
+                    activityID: activity, token: token,
+                    details: ["apns.reason": .string(detail), "attempts": .integer(Int64(attempts)), "version": .integer(Int64(push.version))],
+                    deadLetteredAt: now)
+                deliveries[activity]?.pendingAcks += 1
+                actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.json.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
+            case .completed:
+                break  // read from the fan-out in finishCompletion
+            }
+        }
+        if deliveries[activity]?.pendingAcks == 0 { actions += finishCompletion(activity) }
+        return actions
+    }
+
+    /// Writes the snapshot of the newest completed flush; its ack completes
+    /// the offsets of every flush up to it.
+    private mutating func finishCompletion(_ activity: ActivityID) -> [Action] {
+        guard var delivery = deliveries[activity], delivery.pendingAcks == 0 else { return [] }
+        let through = delivery.fanOut.completedThrough
+        var offsets: [Int64] = []
+        var newest: Coalescer.Flush?
+        while let first = delivery.flushes.first,
+              first.push.version <= through || delivery.skipped.contains(first.push.version)
+        {
+            delivery.skipped.remove(first.push.version)
+            delivery.flushes.removeFirst()
+            offsets += first.offsets
+            newest = first
+        }
+        deliveries[activity] = delivery
+        guard let newest else { return [] }
+        let ticket = issueTicket(.snapshot(activity, offsets: offsets))
+        return [.produce(Produce(topic: .state, key: activity.rawValue, value: newest.snapshot.json.serialized(), partition: partition, ticket: ticket))]
+    }
+}

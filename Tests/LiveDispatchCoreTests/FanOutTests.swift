@@ -1,0 +1,219 @@
+import LiveDispatchCore
+import Testing
+
+extension FanOut.Action {
+    var sent: (token: DeviceToken, version: UInt64)? {
+        if case .send(let token, let push) = self { return (token, push.version) }
+        return nil
+    }
+}
+
+@Suite("FanOut")
+struct FanOutTests {
+    let activity = try! ActivityID("match-42")
+    let a = try! DeviceToken(hex: "aa")
+    let b = try! DeviceToken(hex: "bb")
+    let c = try! DeviceToken(hex: "cc")
+
+    func push(_ version: UInt64, score: Int64) -> LiveActivityPush {
+        LiveActivityPush(activityID: activity, version: version, event: .update, contentState: ["score": .integer(score)], timestamp: time(Double(version)))
+    }
+
+    func fanOut(maxInFlight: Int = 256, retry: RetryPolicy = RetryPolicy()) -> FanOut {
+        var fanOut = FanOut(activityID: activity, configuration: .init(maxInFlight: maxInFlight, retry: retry))
+        for token in [a, b, c] { _ = fanOut.addToken(token, sendCurrent: false, now: time(0)) }
+        return fanOut
+    }
+
+    @Test("a push goes to every token, and completes when every token has it")
+    func everyToken() {
+        var fanOut = fanOut()
+        let actions = fanOut.publish(push(1, score: 1), now: time(0))
+        #expect(Set(actions.compactMap { $0.sent?.token }) == [a, b, c])
+        #expect(fanOut.completed(token: a, version: 1, outcome: .delivered, now: time(0), jitter: 0).isEmpty)
+        #expect(fanOut.completed(token: b, version: 1, outcome: .delivered, now: time(0), jitter: 0).isEmpty)
+        #expect(fanOut.completed(token: c, version: 1, outcome: .delivered, now: time(0), jitter: 0) == [.completed(through: 1)])
+        #expect(fanOut.isIdle)
+    }
+
+    @Test("semantic 2: tokens not yet sent get the newer state; tokens already sent get it after")
+    func supersede() {
+        var fanOut = fanOut(maxInFlight: 1)
+        let first = fanOut.publish(push(1, score: 1), now: time(0))
+        #expect(first.count == 1)
+        let firstToken = first[0].sent!.token
+        #expect(fanOut.publish(push(2, score: 2), now: time(0)).isEmpty, "the in-flight limit holds")
+        var received: [DeviceToken: [UInt64]] = [firstToken: [1]]
+        var next = fanOut.completed(token: firstToken, version: 1, outcome: .delivered, now: time(0), jitter: 0)
+        var completions: [UInt64] = []
+        while let action = next.first {
+            next.removeFirst()
+            switch action {
+            case .send(let token, let push):
+                #expect(push.version == 2, "nothing older than the newest is sent")
+                #expect(push.version > (received[token]?.last ?? 0))
+                received[token, default: []].append(push.version)
+                next += fanOut.completed(token: token, version: push.version, outcome: .delivered, now: time(0), jitter: 0)
+            case .completed(let through):
+                completions.append(through)
+            case .wake, .removeToken, .deadLetter:
+                Issue.record("unexpected \(action)")
+            }
+        }
+        #expect(received[firstToken] == [1, 2])
+        #expect(received.values.filter { $0 == [2] }.count == 2)
+        #expect(completions == [1, 2], "version 1 completes once every token has 1 or newer")
+    }
+
+    @Test("retryable failures back off and retry with the newest state; exhausted retries dead-letter")
+    func retries() {
+        var fanOut = FanOut(activityID: activity, configuration: .init(retry: RetryPolicy(maxAttempts: 3, maxElapsed: 100, baseDelay: 1, maxDelay: 10)))
+        _ = fanOut.addToken(a, sendCurrent: false, now: time(0))
+        _ = fanOut.publish(push(1, score: 1), now: time(0))
+        let wait = fanOut.completed(token: a, version: 1, outcome: .retryable(reason: "TooManyRequests", after: nil), now: time(10), jitter: 0.5)
+        #expect(wait == [.wake(at: time(10.5))])
+        _ = fanOut.publish(push(2, score: 2), now: time(10.1))
+        #expect(fanOut.timerFired(now: time(10.2)) == [.wake(at: time(10.5))], "an early wake only re-arms the timer")
+        let resend = fanOut.timerFired(now: time(10.5))
+        #expect(resend.compactMap(\.sent?.version) == [2])
+        let wait2 = fanOut.completed(token: a, version: 2, outcome: .retryable(reason: "InternalServerError", after: 5), now: time(11), jitter: 0.1)
+        #expect(wait2 == [.wake(at: time(16))], "retry-after wins over a shorter backoff")
+        _ = fanOut.timerFired(now: time(16))
+        let gaveUp = fanOut.completed(token: a, version: 2, outcome: .retryable(reason: "ServiceUnavailable", after: nil), now: time(17), jitter: 0)
+        #expect(gaveUp == [.deadLetter(a, push(2, score: 2), reason: .retriesExhausted, detail: "ServiceUnavailable", attempts: 3), .completed(through: 2)])
+    }
+
+    @Test("retries stop after max_elapsed")
+    func maxElapsed() {
+        var fanOut = FanOut(activityID: activity, configuration: .init(retry: RetryPolicy(maxAttempts: 100, maxElapsed: 5, baseDelay: 1, maxDelay: 1)))
+        _ = fanOut.addToken(a, sendCurrent: false, now: time(0))
+        _ = fanOut.publish(push(1, score: 1), now: time(0))
+        _ = fanOut.completed(token: a, version: 1, outcome: .retryable(reason: "Shutdown", after: nil), now: time(0), jitter: 1)
+        _ = fanOut.timerFired(now: time(1))
+        let actions = fanOut.completed(token: a, version: 1, outcome: .retryable(reason: "Shutdown", after: nil), now: time(6), jitter: 1)
+        #expect(actions.contains { if case .deadLetter(_, _, .retriesExhausted, _, _) = $0 { true } else { false } })
+    }
+
+    @Test("an invalid token is removed; a permanent failure is dead-lettered; both complete")
+    func removals() {
+        var fanOut = fanOut()
+        _ = fanOut.publish(push(1, score: 1), now: time(0))
+        #expect(fanOut.completed(token: a, version: 1, outcome: .tokenInvalid(reason: "Unregistered"), now: time(0), jitter: 0) == [.removeToken(a, reason: "Unregistered")])
+        #expect(fanOut.completed(token: b, version: 1, outcome: .permanent(reason: "BadTopic"), now: time(0), jitter: 0)
+            == [.deadLetter(b, push(1, score: 1), reason: .apnsRejected, detail: "BadTopic", attempts: 1)])
+        #expect(fanOut.completed(token: c, version: 1, outcome: .delivered, now: time(0), jitter: 0) == [.completed(through: 1)])
+        #expect(fanOut.tokenCount == 2)
+        #expect(fanOut.completed(token: a, version: 1, outcome: .delivered, now: time(0), jitter: 0).isEmpty, "a removed token's late answer is ignored")
+    }
+
+    @Test("a token registered mid-activity is sent the current state; a restored one is not")
+    func newTokens() {
+        var fanOut = fanOut()
+        _ = fanOut.publish(push(1, score: 1), now: time(0))
+        for token in [a, b, c] { _ = fanOut.completed(token: token, version: 1, outcome: .delivered, now: time(0), jitter: 0) }
+        let late = try! DeviceToken(hex: "dd")
+        #expect(fanOut.addToken(late, sendCurrent: true, now: time(1)).compactMap(\.sent?.version) == [1])
+        #expect(fanOut.addToken(try! DeviceToken(hex: "ee"), sendCurrent: false, now: time(1)).isEmpty)
+    }
+
+    @Test("with no tokens, a push completes at once")
+    func noTokens() {
+        var fanOut = FanOut(activityID: activity)
+        #expect(fanOut.publish(push(1, score: 1), now: time(0)) == [.completed(through: 1)])
+        #expect(fanOut.publish(push(1, score: 1), now: time(0)).isEmpty, "an old version is ignored")
+    }
+
+    @Test("full-jitter backoff stays within its ceiling")
+    func backoff() {
+        let policy = RetryPolicy(maxAttempts: 10, maxElapsed: 100, baseDelay: 0.5, maxDelay: 4)
+        #expect(policy.delay(attempt: 1, jitter: 1) == 0.5)
+        #expect(policy.delay(attempt: 3, jitter: 1) == 2)
+        #expect(policy.delay(attempt: 9, jitter: 1) == 4)
+        #expect(policy.delay(attempt: 9, jitter: 0.25) == 1)
+        #expect(policy.delay(attempt: 2, jitter: 0) == 0)
+    }
+}
+
+@Suite("OffsetTracker")
+struct OffsetTrackerTests {
+    let partition = OffsetTracker.Partition(topic: "livedispatch.commands", number: 3)
+
+    @Test("offsets completed out of order commit only up to the first unfinished one")
+    func outOfOrder() throws {
+        var tracker = OffsetTracker()
+        tracker.assign(partition)
+        for offset in [10, 11, 12, 15, 16] as [Int64] { try tracker.read(partition, offset: offset) }
+        #expect(tracker.outstanding == 5)
+        #expect(try tracker.complete(partition, offset: 12) == nil)
+        #expect(try tracker.complete(partition, offset: 11) == nil)
+        #expect(try tracker.complete(partition, offset: 10) == OffsetTracker.Commit(partition: partition, offset: 15))
+        #expect(tracker.outstanding == 2)
+        #expect(try tracker.complete(partition, offset: 16) == nil)
+        #expect(try tracker.complete(partition, offset: 15) == OffsetTracker.Commit(partition: partition, offset: 17))
+        #expect(tracker.outstanding == 0)
+        #expect(tracker.committable(partition) == 17)
+    }
+
+    @Test("misuse is reported, not trapped")
+    func misuse() throws {
+        var tracker = OffsetTracker()
+        try tracker.read(partition, offset: 5)
+        #expect(throws: OffsetTracker.Misuse.self) { try tracker.read(partition, offset: 5) }
+        #expect(throws: OffsetTracker.Misuse.self) { try tracker.complete(partition, offset: 4) }
+        try tracker.read(partition, offset: 8)
+        #expect(throws: OffsetTracker.Misuse.self, "a gap was never read") { try tracker.complete(partition, offset: 6) }
+        try tracker.complete(partition, offset: 8)
+        #expect(throws: OffsetTracker.Misuse.self) { try tracker.complete(partition, offset: 8) }
+        #expect(throws: OffsetTracker.Misuse.self) {
+            try tracker.complete(OffsetTracker.Partition(topic: "other", number: 0), offset: 1)
+        }
+    }
+
+    @Test("revocation forgets a partition's backlog")
+    func revoke() throws {
+        var tracker = OffsetTracker()
+        let other = OffsetTracker.Partition(topic: "livedispatch.commands", number: 4)
+        try tracker.read(partition, offset: 1)
+        try tracker.read(other, offset: 1)
+        tracker.revoke(partition)
+        #expect(tracker.outstanding == 1)
+        #expect(tracker.assignedPartitions == [other])
+    }
+
+    @Test("randomized: the commit position is always the first unfinished offset")
+    func randomized() throws {
+        var generator = SplitMix64(seed: 7)
+        for _ in 0..<200 {
+            var tracker = OffsetTracker()
+            var offsets: [Int64] = []
+            var next: Int64 = 0
+            for _ in 0..<Int.random(in: 1...60, using: &generator) {
+                next += Int64.random(in: 1...3, using: &generator)
+                offsets.append(next)
+                try tracker.read(partition, offset: next)
+            }
+            var remaining = Set(offsets)
+            for offset in offsets.shuffled(using: &generator) {
+                try tracker.complete(partition, offset: offset)
+                remaining.remove(offset)
+                let expected = remaining.min() ?? (offsets.last! + 1)
+                #expect(tracker.committable(partition) == expected)
+                #expect(tracker.outstanding >= remaining.count)
+            }
+            #expect(tracker.outstanding == 0)
+        }
+    }
+}
+
+/// A small deterministic generator so randomized tests reproduce.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

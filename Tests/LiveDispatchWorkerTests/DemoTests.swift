@@ -1,0 +1,53 @@
+import Foundation
+import LiveDispatchCore
+@testable import LiveDispatchWorker
+import Testing
+
+@Suite("Demo scenarios and Lock Screen rendering")
+struct DemoTests {
+    static let examples = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Config/examples").path
+
+    @Test("the shipped scenarios load, merged in time order")
+    func shippedScenarios() throws {
+        let scenario = try Scenario.load(path: Self.examples)
+        #expect(scenario.steps.count == 22)
+        #expect(scenario.steps.map(\.after) == scenario.steps.map(\.after).sorted())
+        #expect(scenario.steps.contains { $0.destination == .internalTopic(.tokens) })
+        #expect(scenario.steps.contains { $0.destination == .domain("sports.scores") })
+    }
+
+    @Test("${now±duration} placeholders become ISO-8601 times")
+    func placeholders() throws {
+        let step = try Scenario.parseStep(#"{"after": "1s", "topic": "t", "value": {"eta": "${now+12m}", "at": "${now}", "was": ["${now-1h}"], "keep": "${later}"}}"#, source: "x:1")
+        let value = try JSONValue.parse(step.renderedValue(now: UnixTime(seconds: 1_764_000_000)))
+        #expect(value == ["eta": "2025-11-24T16:12:00Z", "at": "2025-11-24T16:00:00Z", "was": ["2025-11-24T15:00:00Z"], "keep": "${later}"])
+    }
+
+    @Test(
+        "bad scenario lines are refused with file:line",
+        arguments: [
+            (#"{"after": "soon", "topic": "t", "value": {}}"#, "x.jsonl:3: 'after' must be a duration such as 0.5s or 250ms"),
+            (#"{"after": "1s", "stream": "nope", "value": {}}"#, "x.jsonl:3: 'stream' must be one of commands, tokens, state, token-store, dead-letters"),
+            (#"{"after": "1s", "topic": "t", "stream": "tokens", "value": {}}"#, "x.jsonl:3: give exactly one of 'topic' (a domain topic) or 'stream' (an internal topic)"),
+            (#"{"after": "1s", "topic": "t"}"#, "x.jsonl:3: 'value' is required"),
+            (#"{"after": "1s", "topic": "t", "value": {}, "delay": 1}"#, "x.jsonl:3: unknown field 'delay' (known: after, key, stream, topic, value)"),
+            (#"{"after": "1s", "topic": "t", "value": {}"#, "x.jsonl:3:42: unexpected end of input, expected ',' or '}' in an object"),
+        ])
+    func badLines(line: String, message: String) {
+        #expect(throws: ScenarioError(message)) { try Scenario.parseStep(line, source: "x.jsonl:3") }
+    }
+
+    @Test("a match, a delivery and any other activity on the Lock Screen")
+    func lockScreen() throws {
+        let match = ActivityState(
+            activityID: try ActivityID("match-1"), contentState: ["teamOneScore": 2, "teamTwoScore": 1, "period": "second_half", "minute": 78, "lastScorer": "Ada"],
+            attributesType: "SportsActivityAttributes", attributes: ["teamOneName": "Owls", "teamTwoName": "Hawks"], createdAt: UnixTime(seconds: 0))
+        #expect(LockScreen.render(match) == "Owls 2 – 1 Hawks · second half 78' · last goal: Ada")
+        let order = ActivityState(activityID: try ActivityID("order-1"), contentState: ["status": "on_the_way", "driverName": "Zoë", "minutesUntilArrival": 12], createdAt: UnixTime(seconds: 0))
+        #expect(LockScreen.render(order) == "On the way · Zoë · 12 min")
+        let other = ActivityState(activityID: try ActivityID("x"), contentState: ["b": true, "a": "text"], createdAt: UnixTime(seconds: 0))
+        #expect(LockScreen.render(other) == "a: text · b: true")
+    }
+}

@@ -1,0 +1,275 @@
+import LiveDispatchCore
+@testable import LiveDispatchWorker
+import Testing
+
+/// Plays the Dispatcher service around a `PartitionDispatcher`: acknowledges
+/// produces, answers sends with a chosen outcome, fires timers when the
+/// clock passes them, and records everything.
+struct DispatcherHarness {
+    var dispatcher: PartitionDispatcher
+    var now = UnixTime(seconds: 1_764_000_000)
+    var produced: [PartitionDispatcher.Produce] = []
+    var sent: [PartitionDispatcher.Send] = []
+    var commits: [InternalTopic: Int64] = [:]
+    var timers: [(kind: String, activity: ActivityID, at: UnixTime)] = []
+    var outcome: (PartitionDispatcher.Send) -> FanOut.Outcome = { _ in .delivered }
+    var holdAcks = false
+    var unacknowledged: [UInt64] = []
+
+    init(configuration: WorkerConfiguration = WorkerConfiguration()) {
+        dispatcher = PartitionDispatcher(partition: 2, configuration: configuration)
+    }
+
+    mutating func run(_ initial: [PartitionDispatcher.Action]) {
+        var queue = initial
+        while !queue.isEmpty {
+            let action = queue.removeFirst()
+            switch action {
+            case .send(let send):
+                sent.append(send)
+                queue += dispatcher.sendCompleted(send, outcome: outcome(send), now: now, jitter: 0.5)
+            case .produce(let produce):
+                produced.append(produce)
+                if holdAcks { unacknowledged.append(produce.ticket) } else { queue += dispatcher.acknowledged(produce.ticket, now: now) }
+            case .scheduleFlush(let activity, let at):
+                timers.append(("flush", activity, at))
+            case .scheduleRetry(let activity, let at):
+                timers.append(("retry", activity, at))
+            case .commit(let topic, let offset):
+                commits[topic] = offset
+            }
+        }
+    }
+
+    mutating func releaseAcks() {
+        let tickets = unacknowledged
+        unacknowledged = []
+        for ticket in tickets { run(dispatcher.acknowledged(ticket, now: now)) }
+    }
+
+    mutating func advance(by seconds: Double) {
+        now = now + seconds
+        let due = timers.filter { $0.at <= now }
+        timers.removeAll { $0.at <= now }
+        for timer in due {
+            run(timer.kind == "flush" ? dispatcher.flushTimer(for: timer.activity, now: now) : dispatcher.retryTimer(for: timer.activity, now: now))
+        }
+    }
+
+    mutating func restore(states: [ActivityState] = [], tokens: [TokenRegistration] = []) {
+        for state in states { dispatcher.restoreState(key: state.activityID.rawValue, value: state.json.serialized()) }
+        for token in tokens { dispatcher.restoreToken(key: token.storeKey, value: token.json.serialized()) }
+        run(dispatcher.finishRestore(now: now))
+    }
+
+    mutating func command(_ offset: Int64, _ json: String, key: String? = nil) {
+        let value = Array(json.utf8)
+        let activity = (try? ActivityCommand(bytes: value))?.activityID.rawValue
+        run(dispatcher.command(.init(offset: offset, key: Array((key ?? activity ?? "").utf8), value: value, timestamp: now), now: now))
+    }
+
+    mutating func token(_ offset: Int64, _ json: String) {
+        let value = Array(json.utf8)
+        let activity = (try? TokenRegistration(bytes: value))?.activityID.rawValue ?? ""
+        run(dispatcher.tokenRecord(.init(offset: offset, key: Array(activity.utf8), value: value, timestamp: now), now: now))
+    }
+
+    func produced(on topic: InternalTopic) -> [PartitionDispatcher.Produce] { produced.filter { $0.topic == topic } }
+
+    func deadLetters() throws -> [DeadLetter] {
+        try produced(on: .deadLetters).map { try DeadLetter(json: JSONValue.parse($0.value ?? [])) }
+    }
+}
+
+@Suite("PartitionDispatcher")
+struct PartitionDispatcherTests {
+    let match = try! ActivityID("match-42")
+    let tokenA = try! DeviceToken(hex: "aa01")
+    let tokenB = try! DeviceToken(hex: "bb02")
+
+    func registered(_ token: DeviceToken, environment: APNsEnvironment = .production) -> TokenRegistration {
+        TokenRegistration(activityID: match, token: token, environment: environment)
+    }
+
+    @Test("a command reaches every token with the full state; the snapshot is written, then the offset committed")
+    func commandToPushes() throws {
+        var harness = DispatcherHarness()
+        harness.restore(tokens: [registered(tokenA), registered(tokenB, environment: .sandbox)])
+        harness.command(0, #"{"activity_id": "match-42", "content_state": {"teamOneScore": 1, "teamTwoScore": 0}}"#)
+        #expect(harness.sent.isEmpty, "held for the coalescing window")
+        harness.command(1, #"{"activity_id": "match-42", "content_state": {"teamOneScore": 2}}"#)
+        harness.advance(by: 0.3)
+        #expect(harness.sent.map(\.token) .sorted() == [tokenA, tokenB])
+        #expect(harness.sent.first { $0.token == tokenB }?.environment == .sandbox)
+        let payload = try JSONValue.parse(harness.sent[0].payload)
+        #expect(payload["aps"]?["content-state"] == ["teamOneScore": 2, "teamTwoScore": 0])
+        let snapshots = harness.produced(on: .state)
+        #expect(snapshots.count == 1)
+        #expect(snapshots[0].partition == 2)
+        let snapshot = try ActivityState(bytes: snapshots[0].value ?? [])
+        #expect(snapshot.contentState == ["teamOneScore": 2, "teamTwoScore": 0])
+        #expect(snapshot.lastOffset == 1)
+        #expect(harness.commits[.commands] == 2)
+        #expect(harness.dispatcher.isIdle)
+    }
+
+    @Test("offsets are not committed before Kafka acknowledges the snapshot")
+    func commitWaitsForAck() {
+        var harness = DispatcherHarness()
+        harness.holdAcks = true
+        harness.restore(tokens: [registered(tokenA)])
+        harness.command(0, #"{"activity_id": "match-42", "event": "end", "content_state": {"final": true}}"#)
+        #expect(harness.sent.count == 1)
+        #expect(harness.produced(on: .state).count == 1)
+        #expect(harness.commits[.commands] == nil)
+        #expect(harness.dispatcher.outstanding == 1)
+        harness.releaseAcks()
+        #expect(harness.commits[.commands] == 1)
+        #expect(harness.dispatcher.outstanding == 0)
+    }
+
+    @Test("a registration is stored, committed after the ack, and the new token is sent the current state")
+    func registration() throws {
+        var harness = DispatcherHarness()
+        harness.restore(states: [ActivityState(activityID: match, contentState: ["teamOneScore": 3], version: 4, timestamp: harness.now, createdAt: harness.now, lastOffset: 9)], tokens: [registered(tokenA)])
+        harness.token(0, #"{"activity_id": "match-42", "token": "BB02", "environment": "sandbox"}"#)
+        #expect(harness.sent.map(\.token) == [tokenB], "only the new token: the restored one already has version 4")
+        #expect(try JSONValue.parse(harness.sent[0].payload)["aps"]?["content-state"] == ["teamOneScore": 3])
+        let stored = harness.produced(on: .tokenStore)
+        #expect(stored.map(\.key) == ["match-42\u{1F}bb02"])
+        let registration = try TokenRegistration(bytes: stored[0].value ?? [])
+        #expect(registration.registeredAt == harness.now)
+        #expect(harness.commits[.tokens] == 1)
+        harness.token(1, #"{"activity_id": "match-42", "token": "aa01", "action": "unregister"}"#)
+        #expect(harness.produced(on: .tokenStore).last?.value == nil, "unregister writes a tombstone")
+        #expect(harness.dispatcher.tokens(of: match) == [tokenB])
+    }
+
+    @Test("bad records are dead-lettered with the reason and the original, and committed after")
+    func badRecords() throws {
+        var harness = DispatcherHarness()
+        harness.restore()
+        harness.command(0, "{not json")
+        harness.command(1, #"{"activity_id": "match-42", "event": "pause"}"#)
+        harness.command(2, #"{"activity_id": "match-42"}"#, key: "match-43")
+        harness.token(0, #"{"activity_id": "match-42", "token": "xyz"}"#)
+        let letters = try harness.deadLetters()
+        #expect(letters.map(\.reason) == [.invalidJSON, .invalidCommand, .invalidCommand, .invalidCommand])
+        #expect(letters[0].origin == DeadLetter.Origin(topic: "livedispatch.commands", partition: 2, offset: 0, key: "", value: "{not json"))
+        #expect(letters[1].message.contains("field 'event'"))
+        #expect(letters[2].message.contains("record key \"match-43\" is not the activity_id \"match-42\""))
+        #expect(letters[3].message.contains("field 'token'"))
+        #expect(harness.commits[.commands] == 3)
+        #expect(harness.commits[.tokens] == 1)
+    }
+
+    @Test("after end, updates are dead-lettered with activity-ended")
+    func activityEnded() throws {
+        var harness = DispatcherHarness()
+        harness.restore(tokens: [registered(tokenA)])
+        harness.command(0, #"{"activity_id": "match-42", "event": "end", "content_state": {"teamOneScore": 3}, "dismissal_date": 1764000900}"#)
+        let end = try JSONValue.parse(harness.sent[0].payload)
+        #expect(end["aps"]?["event"] == "end")
+        #expect(end["aps"]?["dismissal-date"] == 1_764_000_900)
+        harness.command(1, #"{"activity_id": "match-42", "content_state": {"teamOneScore": 4}}"#)
+        #expect(try harness.deadLetters().map(\.reason) == [.activityEnded])
+        #expect(harness.sent.count == 1)
+        #expect(harness.commits[.commands] == 2)
+    }
+
+    @Test("a token answered 410 is removed, tombstoned and never pushed again")
+    func unregisteredToken() throws {
+        var harness = DispatcherHarness()
+        harness.outcome = { send in send.token.hex == "aa01" ? .tokenInvalid(reason: "Unregistered") : .delivered }
+        harness.restore(tokens: [registered(tokenA), registered(tokenB)])
+        harness.command(0, #"{"activity_id": "match-42", "content_state": {"n": 1}}"#)
+        harness.advance(by: 1)
+        #expect(harness.produced(on: .tokenStore).map(\.key) == ["match-42\u{1F}aa01"])
+        #expect(harness.produced(on: .tokenStore).first?.value == nil)
+        harness.command(1, #"{"activity_id": "match-42", "content_state": {"n": 2}}"#)
+        harness.advance(by: 1)
+        #expect(harness.sent.filter { $0.token == tokenA }.count == 1)
+        #expect(harness.sent.filter { $0.token == tokenB }.count == 2)
+        #expect(harness.commits[.commands] == 2)
+    }
+
+    @Test("retryable failures retry after a backoff; exhausted ones are dead-lettered and still complete")
+    func retries() throws {
+        var configuration = WorkerConfiguration()
+        configuration.retry.maxAttempts = 3
+        var harness = DispatcherHarness(configuration: configuration)
+        harness.outcome = { _ in .retryable(reason: "ServiceUnavailable", after: nil) }
+        harness.restore(tokens: [registered(tokenA)])
+        harness.command(0, #"{"activity_id": "match-42", "event": "end"}"#)
+        for _ in 0..<10 { harness.advance(by: 1) }
+        #expect(harness.sent.count == 3)
+        let letters = try harness.deadLetters()
+        #expect(letters.map(\.reason) == [.retriesExhausted])
+        #expect(letters[0].token == tokenA)
+        #expect(letters[0].details["attempts"] == 3)
+        #expect(harness.commits[.commands] == 1)
+    }
+
+    @Test("a payload over 4096 bytes is dead-lettered with its size, and its offset still completes")
+    func payloadTooLarge() throws {
+        var harness = DispatcherHarness()
+        harness.restore(tokens: [registered(tokenA)])
+        let big = String(repeating: "x", count: 4100)
+        harness.command(0, #"{"activity_id": "match-42", "event": "end", "content_state": {"note": "\#(big)"}}"#)
+        #expect(harness.sent.isEmpty)
+        let letters = try harness.deadLetters()
+        #expect(letters.map(\.reason) == [.payloadTooLarge])
+        #expect(letters[0].details["limit"] == 4096)
+        #expect((letters[0].details["size"]?.integerValue ?? 0) > 4096)
+        #expect(harness.commits[.commands] == 1)
+    }
+
+    @Test("records that arrive during the restore wait for it; re-delivered commands are recognised")
+    func restoreOrdering() throws {
+        var harness = DispatcherHarness()
+        harness.command(10, #"{"activity_id": "match-42", "content_state": {"b": 2}}"#)
+        harness.command(11, #"{"activity_id": "match-42", "content_state": {"c": 3}}"#)
+        #expect(!harness.dispatcher.isReady)
+        harness.restore(states: [ActivityState(activityID: match, contentState: ["a": 1, "b": 2], version: 2, createdAt: harness.now, lastOffset: 10)], tokens: [registered(tokenA)])
+        harness.advance(by: 1)
+        #expect(harness.sent.count == 1)
+        #expect(try JSONValue.parse(harness.sent[0].payload)["aps"]?["content-state"] == ["a": 1, "b": 2, "c": 3])
+        #expect(harness.commits[.commands] == 12)
+    }
+
+    @Test("the sweep tombstones expired activities, their tokens, and lapsed registrations")
+    func sweep() throws {
+        var configuration = WorkerConfiguration()
+        configuration.activity.maxAge = 3600
+        var harness = DispatcherHarness(configuration: configuration)
+        let other = try ActivityID("delivery-7")
+        harness.restore(
+            states: [ActivityState(activityID: match, contentState: ["a": 1], version: 1, createdAt: harness.now, lastOffset: 0)],
+            tokens: [registered(tokenA), TokenRegistration(activityID: other, token: tokenB, expiresAt: harness.now + 60)])
+        harness.now = harness.now + 61
+        harness.run(harness.dispatcher.sweep(now: harness.now))
+        #expect(harness.produced(on: .tokenStore).map(\.key) == ["delivery-7\u{1F}bb02"])
+        harness.now = harness.now + 3600
+        harness.run(harness.dispatcher.sweep(now: harness.now))
+        #expect(harness.produced(on: .state).map(\.key) == ["match-42"])
+        #expect(harness.produced(on: .state).allSatisfy { $0.value == nil })
+        #expect(harness.produced(on: .tokenStore).map(\.key) == ["delivery-7\u{1F}bb02", "match-42\u{1F}aa01"])
+        #expect(harness.dispatcher.activityCount == 0)
+    }
+}
+
+@Suite("BackpressureGate")
+struct BackpressureGateTests {
+    @Test("pauses at the high watermark and resumes only below the low one")
+    func hysteresis() {
+        var gate = BackpressureGate(highWatermark: 100, lowWatermark: 50)
+        #expect(gate.update(outstanding: 99) == .none)
+        #expect(gate.update(outstanding: 100) == .pause)
+        #expect(gate.update(outstanding: 150) == .none)
+        #expect(gate.update(outstanding: 51) == .none)
+        #expect(gate.isPaused)
+        #expect(gate.update(outstanding: 50) == .resume)
+        #expect(gate.update(outstanding: 99) == .none)
+        #expect(!gate.isPaused)
+    }
+}
