@@ -59,7 +59,7 @@ struct APNsRequestRules: Sendable {
         guard method == "POST" else { return refuse(405, "MethodNotAllowed") }
         let tokenText = String(path.dropFirst(devicePrefix.count))
         guard !tokenText.isEmpty else { return refuse(400, "MissingDeviceToken") }
-        guard !tokenText.contains("/"), let token = try? DeviceToken(hex: tokenText) else {
+        guard let token = try? DeviceToken(hex: tokenText) else {
             return refuse(400, "BadDeviceToken")
         }
         let hex = token.hex

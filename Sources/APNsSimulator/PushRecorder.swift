@@ -9,13 +9,20 @@ public struct RecordedPush: Sendable, Hashable {
     /// The device token, lowercase hex.
     public var deviceToken: String
     public var apnsID: String
-    /// Request headers except `authorization`, pseudo-headers included.
-    public var headers: [String: String]
+    /// Request headers except `authorization`, pseudo-headers included, in order.
+    public var headerFields: [HeaderField]
     public var payload: [UInt8]
     /// Which connection carried it (from 1, in order of acceptance).
     public var connectionID: Int
     /// Server time of acceptance, Unix seconds.
     public var receivedAt: Double
+
+    /// Request headers except `authorization` by name (the first of each).
+    public var headers: [String: String] {
+        var map: [String: String] = [:]
+        for field in headerFields where map[field.name] == nil { map[field.name] = field.value }
+        return map
+    }
 
     /// The payload as JSON (it was checked to be JSON when accepted).
     public var payloadJSON: JSONValue? { try? JSONValue.parse(payload) }
@@ -24,6 +31,7 @@ public struct RecordedPush: Sendable, Hashable {
     var jsonLine: [UInt8] {
         var headerObject: [String: JSONValue] = [:]
         for (name, value) in headers { headerObject[name] = .string(value) }
+
         let object: JSONValue = .object([
             "sequence": .integer(Int64(sequence)),
             "token": .string(deviceToken),
@@ -35,6 +43,12 @@ public struct RecordedPush: Sendable, Hashable {
         ])
         return object.serialized()
     }
+}
+
+/// One request header.
+public struct HeaderField: Sendable, Hashable {
+    public var name: String
+    public var value: String
 }
 
 /// What one device token received.
@@ -69,12 +83,13 @@ final class PushRecorder: Sendable {
         deviceToken: String, apnsID: String, headers: [(name: String, value: String)], payload: [UInt8],
         connectionID: Int, receivedAt: Double
     ) -> Int {
-        var headerMap: [String: String] = [:]
-        for (name, value) in headers where name != "authorization" { headerMap[name] = value }
+        let fields = headers.compactMap { name, value in
+            name == "authorization" ? nil : HeaderField(name: name, value: value)
+        }
         let push = state.withLock { state -> RecordedPush in
             state.accepted += 1
             let push = RecordedPush(
-                sequence: state.accepted, deviceToken: deviceToken, apnsID: apnsID, headers: headerMap,
+                sequence: state.accepted, deviceToken: deviceToken, apnsID: apnsID, headerFields: fields,
                 payload: payload, connectionID: connectionID, receivedAt: receivedAt)
             if historyLimit > 0 {
                 state.history.append(push)

@@ -79,6 +79,7 @@ struct SimulatorInteropTests {
             #expect(received.last.apnsID == id)
             #expect(received.last.headers["apns-topic"] == "\(ProviderTokens.bundleID).push-type.liveactivity")
             #expect(received.last.headers["authorization"] == nil)
+            #expect(!received.last.headerFields.contains { $0.name == "authorization" })
             #expect(received.last.payloadJSON?["aps"]?["content-state"]?["home"]?.integerValue == 1)
             #expect(running.simulator.pushes(for: Self.token).map(\.apnsID) == [id])
             let connection = try #require(running.simulator.connections.first)

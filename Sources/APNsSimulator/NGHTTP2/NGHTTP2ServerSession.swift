@@ -37,9 +37,12 @@ final class NGHTTP2ServerSession {
     /// RST_STREAM frames this side submitted on purpose, so those nghttp2
     /// sends by itself (limit exceeded, protocol errors) can be told apart.
     fileprivate var submittedResets: Set<Int32> = []
-    /// RST_STREAM and GOAWAY frames nghttp2 sent on its own (a stream
-    /// beyond the announced limit, a protocol error).
+    /// RST_STREAM frames nghttp2 sent on its own: mostly streams refused
+    /// because the client opened them before it learnt a lower limit.
     private(set) var automaticResets = 0
+    /// GOAWAY frames nghttp2 sent on its own: a stream opened beyond a
+    /// limit the client had acknowledged, or another protocol error.
+    private(set) var automaticGoAways = 0
     /// Whether this side submitted a GOAWAY.
     fileprivate var submittedGoAway = false
 
@@ -181,7 +184,7 @@ final class NGHTTP2ServerSession {
     }
 
     fileprivate func noteGoAwaySent() {
-        if !submittedGoAway { automaticResets += 1 }
+        if !submittedGoAway { automaticGoAways += 1 }
     }
 
     private static func describe(_ code: Int32) -> String {
