@@ -49,6 +49,8 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
     @Option(name: .customLong("generate-key"), help: "Write a fresh .p8 (PKCS#8 PEM) P-256 key to FILE and exit.")
     var generateKey: String?
     @Option(help: "Event loop threads (default: one per core).") var threads: Int?
+    @Option(help: "Accepted pushes kept in memory, newest first (per-token counts are always kept).")
+    var history = 10_000
 
     @Option(name: .customLong("error-rate"), help: "Share (0...1) of good pushes answered with an error status.")
     var errorRate: Double = 0
@@ -98,7 +100,7 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
         let simulator = try await APNsSimulator.start(
             configuration: .init(
                 host: host, port: port, teamID: teamID, keyID: keyID, publicKey: verificationKey, bundleID: bundleID,
-                maxConcurrentStreams: maxStreams, initialMaxConcurrentStreams: initialMaxStreams, certificate: certificate, faults: faults, recordFile: record,
+                maxConcurrentStreams: maxStreams, initialMaxConcurrentStreams: initialMaxStreams, certificate: certificate, faults: faults, recordFile: record, historyLimit: history,
                 threads: threads ?? ProcessInfo.processInfo.activeProcessorCount),
             logger: logger)
         if let certOut { try writeText(simulator.certificate.certificatePEM, to: certOut) }
