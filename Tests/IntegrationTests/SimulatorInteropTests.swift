@@ -196,7 +196,7 @@ struct SimulatorInteropTests {
         let keyFile = directory.appendingPathComponent("key.p8")
         let generated = try runProcess(["simulate", "apns", "--generate-key", keyFile.path])
         #expect(generated.status == 0, "\(generated.standardError)")
-        let key = try P256.Signing.PrivateKey(pemRepresentation: String(contentsOf: keyFile, encoding: .utf8))
+        _ = try P256.Signing.PrivateKey(pemRepresentation: String(contentsOf: keyFile, encoding: .utf8))
         let certificateFile = directory.appendingPathComponent("cert.pem")
         let recordFile = directory.appendingPathComponent("pushes.jsonl")
         let process = try BackgroundProcess([
@@ -210,7 +210,13 @@ struct SimulatorInteropTests {
         let verify = try await runTool("/usr/bin/openssl", ["verify", "-CAfile", certificateFile.path, certificateFile.path])
         #expect(verify.status == 0, "\(verify.standardOutput)\(verify.standardError)")
 
-        let jwt = try ProviderTokens.make(key: key)
+        let printed = try runProcess([
+            "simulate", "apns", "--print-token", "--team-id", ProviderTokens.teamID, "--key-id", ProviderTokens.keyID,
+            "--key", keyFile.path,
+        ])
+        #expect(printed.status == 0, "\(printed.standardError)")
+        let jwt = printed.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(jwt.split(separator: ".").count == 3)
         let curl = try await runTool("/usr/bin/curl", [
             "--silent", "--show-error", "--http2", "--cacert", certificateFile.path, "-o", "/dev/null",
             "-w", "%{http_code} %{http_version}", "-X", "POST",
