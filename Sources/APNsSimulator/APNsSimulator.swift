@@ -184,7 +184,7 @@ public final class APNsSimulator: Sendable {
         for channel in state.openChannels {
             try? await channel.close()
         }
-        state.recorder.flush()
+        await state.recorder.flush()
         try await group.shutdownGracefully()
     }
 

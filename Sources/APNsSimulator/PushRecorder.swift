@@ -170,7 +170,7 @@ final class PushRecorder: Sendable {
     }
 
     /// Waits until every line handed to the file is written.
-    func flush() { file?.flush() }
+    func flush() async { await file?.flush() }
 }
 
 /// Appends one JSON line per push to a file on its own serial queue, off
@@ -212,11 +212,15 @@ final class JSONLWriter: Sendable {
         handle.write(Data(bytes))
     }
 
-    /// Waits until every push handed over so far is written.
-    func flush() {
-        queue.sync {
-            drain()
-            try? handle.synchronize()
+    /// Waits until every push handed over so far is written and synced;
+    /// the writing happens on the writer's queue, not the caller's thread.
+    func flush() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                self.drain()
+                try? self.handle.synchronize()
+                continuation.resume()
+            }
         }
     }
 

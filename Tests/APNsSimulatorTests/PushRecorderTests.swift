@@ -44,7 +44,7 @@ struct PushRecorderTests {
     }
 
     @Test("the JSONL file gets one line per push once flushed")
-    func file() throws {
+    func file() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("record-\(UUID().uuidString.prefix(8)).jsonl").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let recorder = try PushRecorder(historyLimit: 10, recordFile: path)
@@ -53,7 +53,7 @@ struct PushRecorderTests {
                 deviceToken: "aa", apnsID: "id-\(index)", headers: [], payload: Self.payload, connectionID: 1,
                 receivedAt: 0)
         }
-        recorder.flush()
+        await recorder.flush()
         let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
         #expect(lines.count == 50)
         #expect(try lines.map { try JSONValue.parse(String($0))["apns_id"]?.stringValue } == (1...50).map { "id-\($0)" })
