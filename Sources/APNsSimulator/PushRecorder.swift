@@ -109,8 +109,9 @@ public struct TokenHistory: Sendable, Hashable {
 /// line per push. Safe from any thread.
 final class PushRecorder: Sendable {
     private struct State {
+        /// A ring of the newest pushes; `historyNext` is where the next one goes.
         var history: [RecordedPush] = []
-        var historyStart = 0
+        var historyNext = 0
         var byToken: [String: TokenHistory] = [:]
         var accepted = 0
     }
@@ -139,10 +140,12 @@ final class PushRecorder: Sendable {
                 sequence: state.accepted, deviceToken: deviceToken, apnsID: apnsID, headerFields: fields,
                 payload: payload, connectionID: connectionID, receivedAt: receivedAt)
             if historyLimit > 0 {
-                state.history.append(push)
-                if state.history.count - state.historyStart > historyLimit { state.historyStart += 1 }
-                // Compact now and then rather than shifting on every push.
-                if state.historyStart > historyLimit { state.history.removeFirst(state.historyStart); state.historyStart = 0 }
+                if state.history.count < historyLimit {
+                    state.history.append(push)
+                } else {
+                    state.history[state.historyNext] = push
+                }
+                state.historyNext = (state.historyNext + 1) % historyLimit
             }
             let count = (state.byToken[deviceToken]?.count ?? 0) + 1
             state.byToken[deviceToken] = TokenHistory(count: count, last: push)
@@ -155,10 +158,16 @@ final class PushRecorder: Sendable {
     var acceptedCount: Int { state.withLock { $0.accepted } }
 
     /// The recorded pushes in order of acceptance (the newest `historyLimit`).
-    var history: [RecordedPush] { state.withLock { Array($0.history[$0.historyStart...]) } }
+    var history: [RecordedPush] { state.withLock { Self.ordered($0) } }
 
     func history(for deviceToken: String) -> [RecordedPush] {
-        state.withLock { state in state.history[state.historyStart...].filter { $0.deviceToken == deviceToken } }
+        state.withLock { state in Self.ordered(state).filter { $0.deviceToken == deviceToken } }
+    }
+
+    /// The ring's pushes, oldest first.
+    private static func ordered(_ state: State) -> [RecordedPush] {
+        guard state.historyNext < state.history.count else { return state.history }
+        return Array(state.history[state.historyNext...] + state.history[..<state.historyNext])
     }
 
     func summary(for deviceToken: String) -> TokenHistory? { state.withLock { $0.byToken[deviceToken] } }
