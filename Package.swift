@@ -122,8 +122,11 @@ let package = Package(
             name: "APNsSimulatorTests",
             dependencies: [
                 "APNsSimulator",
+                "CNghttp2",
                 "LiveDispatchCore",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),

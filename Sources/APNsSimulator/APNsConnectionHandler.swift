@@ -1,4 +1,3 @@
-import Foundation
 import Logging
 import NIOCore
 
@@ -20,6 +19,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// Accepted requests whose 200 is delayed, kept to record them when answered.
     private var acceptedRequests: [Int32: (request: ReceivedRequest, deviceToken: String)] = [:]
     private var tokenState = ConnectionTokenState()
+    private var random = FastRandom()
+    /// The faults in force, read once per batch of bytes rather than per frame.
+    private var faults = SimulatorFaults()
     private var connectionID = 0
     private var closing = false
     private var closeAfterFlush = false
@@ -77,11 +79,12 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             return
         }
         handleEvents(context: context)
-        publish(isOpen: true)
+        publish(isOpen: !closing)
     }
 
     private func handleEvents(context: ChannelHandlerContext) {
         guard let session else { return }
+        faults = state.faults
         for event in session.takeEvents() {
             guard !closing else { return }
             handle(event, context: context)
@@ -97,7 +100,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         switch event {
         case .streamOpened(let stream):
             requests[stream] = ReceivedRequest(streamID: stream)
-            perform(machine.streamOpened(stream, faults: state.faults), context: context)
+            perform(machine.streamOpened(stream, faults: faults), context: context)
         case .header(let stream, let name, let value):
             requests[stream]?.headers.append((name, value))
         case .data(let stream, let bytes):
@@ -106,10 +109,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             guard let request = requests.removeValue(forKey: stream) else { return }
             let verdict = rules.evaluate(
                 request, tokenState: &tokenState, now: Int64(clock().rounded(.down)),
-                generatedID: { UUID().uuidString.lowercased() })
+                generatedID: { random.uuid() })
             let actions = machine.requestReceived(
-                stream, verdict: verdict, faults: state.faults, sequence: state.nextSequence(),
-                draw: Double.random(in: 0..<1))
+                stream, verdict: verdict, faults: faults, sequence: state.nextSequence(), draw: random.unit())
             for action in actions {
                 if case .respond(let answered, let response, _, _) = action, answered == stream,
                     response.status == 200, let token = verdict.deviceToken
@@ -134,7 +136,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             case .respond(let stream, let response, let apnsID, let delay):
                 if delay > 0 {
                     context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(delay)) {
-                        guard !self.closing, self.machine.isOpen(stream) else { return }
+                        guard !self.closing, self.machine.shouldRespond(stream) else { return }
                         self.respond(stream: stream, response: response, apnsID: apnsID)
                         self.flush(context: context)
                     }
@@ -170,6 +172,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func respond(stream: Int32, response: SimulatedResponse, apnsID: String) {
         guard let session else { return }
+        machine.responseSubmitted(stream)
         var headers: [(String, String)] = [("apns-id", apnsID)]
         if response.status == 200, let (request, token) = acceptedRequests.removeValue(forKey: stream) {
             state.recorder.record(
@@ -203,11 +206,15 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             return
         }
         guard !closing else { return }
+        let mustClose = closeAfterFlush || !session.isActive
+        if mustClose { closing = true }
         if output.readableBytes > 0 {
-            context.writeAndFlush(wrapOutboundOut(output), promise: nil)
-        }
-        if closeAfterFlush || !session.isActive {
-            closing = true
+            let written = context.writeAndFlush(wrapOutboundOut(output))
+            if mustClose {
+                // Close once the last frames (a GOAWAY, final responses) are out.
+                written.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            }
+        } else if mustClose {
             context.close(promise: nil)
         }
     }
@@ -218,6 +225,6 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                 id: connectionID, peakConcurrentStreams: machine.peakConcurrentStreams,
                 streamsOpened: machine.streamsOpened, requestsReceived: machine.requestsReceived,
                 announcedMaxConcurrentStreams: Int(machine.announcedMaxStreams),
-                limitViolations: machine.limitViolations + (session?.automaticResets ?? 0), isOpen: isOpen))
+                limitViolations: machine.limitViolations + (session?.automaticGoAways ?? 0), isOpen: isOpen))
     }
 }

@@ -22,11 +22,60 @@ struct APNsRequestRules: Sendable {
     /// Largest payload APNs accepts for a device push.
     static let maxPayloadBytes = 4096
 
-    var bundleID: String
-    var verifier: ProviderTokenVerifier
+    let bundleID: String
+    let verifier: ProviderTokenVerifier
     /// A connection may change provider token at most this often (seconds);
     /// nil turns the rule off.
-    var tokenUpdateInterval: Int64?
+    let tokenUpdateInterval: Int64?
+    /// `<bundle>.push-type.liveactivity`.
+    private let liveActivityTopic: String
+    /// `<bundle>.`, the start of the app's other topics (`.voip`, `.complication`).
+    private let bundlePrefix: String
+
+    init(bundleID: String, verifier: ProviderTokenVerifier, tokenUpdateInterval: Int64?) {
+        self.bundleID = bundleID
+        self.verifier = verifier
+        self.tokenUpdateInterval = tokenUpdateInterval
+        self.liveActivityTopic = bundleID + Self.liveActivitySuffix
+        self.bundlePrefix = bundleID + "."
+    }
+
+    static let liveActivitySuffix = ".push-type.liveactivity"
+
+    /// The headers the rules read, gathered in one pass.
+    struct Headers {
+        var method: String?
+        var path: String?
+        var authorization: String?
+        var pushType: String?
+        var topic: String?
+        var priority: String?
+        var expiration: String?
+        var apnsID: String?
+        var collapseID: String?
+        var hasDuplicates = false
+
+        init(_ fields: [(name: String, value: String)]) {
+            func set(_ slot: inout String?, _ value: String) {
+                if slot != nil { hasDuplicates = true }
+                slot = value
+            }
+            for (name, value) in fields {
+                switch name {
+                case ":method": method = value
+                case ":path": path = value
+                case "authorization": set(&authorization, value)
+                case "apns-push-type": set(&pushType, value)
+                case "apns-topic": set(&topic, value)
+                case "apns-priority": set(&priority, value)
+                case "apns-expiration": set(&expiration, value)
+                case "apns-id": set(&apnsID, value)
+                case "apns-collapse-id": set(&collapseID, value)
+                default: continue
+                }
+            }
+        }
+    }
 
     /// The outcome of a request: the response, the device token it named and the `apns-id`.
     struct Verdict: Sendable {
@@ -41,55 +90,52 @@ struct APNsRequestRules: Sendable {
     func evaluate(
         _ request: ReceivedRequest, tokenState: inout ConnectionTokenState, now: Int64, generatedID: () -> String
     ) -> Verdict {
-        let requestedID = request.value("apns-id")
+        let headers = Headers(request.headers)
+        let requestedID = headers.apnsID
         let apnsID = requestedID.flatMap { Self.isUUID($0) ? $0.lowercased() : nil } ?? generatedID()
         func refuse(_ status: Int, _ reason: String, token: String? = nil) -> Verdict {
             Verdict(response: SimulatedResponse(status: status, reason: reason), deviceToken: token, apnsID: apnsID)
         }
 
-        for name in ["apns-id", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "authorization",
-            "apns-collapse-id"]
-        where request.count(name) > 1 {
-            return refuse(400, "DuplicateHeaders")
-        }
-        let method = request.value(":method") ?? ""
-        let path = request.value(":path") ?? ""
+        if headers.hasDuplicates { return refuse(400, "DuplicateHeaders") }
+        let method = headers.method ?? ""
+        let path = headers.path ?? ""
         let devicePrefix = "/3/device/"
         guard path.hasPrefix(devicePrefix) else { return refuse(404, "BadPath") }
         guard method == "POST" else { return refuse(405, "MethodNotAllowed") }
         let tokenText = String(path.dropFirst(devicePrefix.count))
         guard !tokenText.isEmpty else { return refuse(400, "MissingDeviceToken") }
-        guard !tokenText.contains("/"), let token = try? DeviceToken(hex: tokenText) else {
+        guard let token = try? DeviceToken(hex: tokenText) else {
             return refuse(400, "BadDeviceToken")
         }
         let hex = token.hex
         if let requestedID, !Self.isUUID(requestedID) { return refuse(400, "BadMessageId", token: hex) }
 
-        if let reason = checkProviderToken(request.value("authorization"), state: &tokenState, now: now) {
+        if let reason = checkProviderToken(headers.authorization, state: &tokenState, now: now) {
             let status = reason == "TooManyProviderTokenUpdates" ? 429 : 403
             return refuse(status, reason, token: hex)
         }
 
-        let pushType = request.value("apns-push-type") ?? "alert"
+        let pushType = headers.pushType ?? "alert"
         guard Self.pushTypes.contains(pushType) else { return refuse(400, "InvalidPushType", token: hex) }
-        guard let topic = request.value("apns-topic"), !topic.isEmpty else { return refuse(400, "MissingTopic", token: hex) }
-        let liveActivitySuffix = ".push-type.liveactivity"
-        let topicBundle = topic.hasSuffix(liveActivitySuffix) ? String(topic.dropLast(liveActivitySuffix.count)) : topic
-        guard topicBundle == bundleID || topic.hasPrefix(bundleID + ".") else {
-            return refuse(400, "DeviceTokenNotForTopic", token: hex)
-        }
+        guard let topic = headers.topic, !topic.isEmpty else { return refuse(400, "MissingTopic", token: hex) }
         if pushType == "liveactivity" {
-            guard topic == bundleID + liveActivitySuffix else { return refuse(400, "BadTopic", token: hex) }
-        } else if topic.hasSuffix(liveActivitySuffix) {
-            return refuse(400, "InvalidPushType", token: hex)
+            if topic != liveActivityTopic {
+                return refuse(400, topic == bundleID || topic.hasPrefix(bundlePrefix) ? "BadTopic" : "DeviceTokenNotForTopic", token: hex)
+            }
+        } else {
+            guard topic == bundleID || topic.hasPrefix(bundlePrefix) else {
+                return refuse(400, "DeviceTokenNotForTopic", token: hex)
+            }
+            if topic.hasSuffix(Self.liveActivitySuffix) { return refuse(400, "InvalidPushType", token: hex) }
         }
-        if let priority = request.value("apns-priority"), !["1", "5", "10"].contains(priority) {
+        if let priority = headers.priority, priority != "10", priority != "5", priority != "1" {
             return refuse(400, "BadPriority", token: hex)
         }
-        if let expiration = request.value("apns-expiration"), Int64(expiration).map({ $0 >= 0 }) != true {
+        if let expiration = headers.expiration, Int64(expiration).map({ $0 >= 0 }) != true {
             return refuse(400, "BadExpirationDate", token: hex)
         }
-        if let collapseID = request.value("apns-collapse-id"), collapseID.utf8.count > 64 {
+        if let collapseID = headers.collapseID, collapseID.utf8.count > 64 {
             return refuse(400, "BadCollapseId", token: hex)
         }
 

@@ -40,7 +40,8 @@ public final class APNsSimulator: Sendable {
         public var faults: SimulatorFaults
         /// A JSONL file receiving one line per accepted push; nil for none.
         public var recordFile: String?
-        /// How many accepted pushes the in-process history keeps (newest first to go last). Default 100,000.
+        /// How many accepted pushes the in-process history keeps (the newest).
+        /// Default 10,000; per-token counts and last pushes are always kept.
         public var historyLimit: Int
         /// A connection may switch provider token at most this often, in
         /// seconds (APNs: 20 minutes, else 429 `TooManyProviderTokenUpdates`); nil turns the rule off.
@@ -54,7 +55,7 @@ public final class APNsSimulator: Sendable {
             host: String = "127.0.0.1", port: Int = 0, teamID: String, keyID: String,
             publicKey: P256.Signing.PublicKey, bundleID: String, maxConcurrentStreams: Int = 1000,
             initialMaxConcurrentStreams: Int = 1, certificate: SimulatorCertificate? = nil, faults: SimulatorFaults = SimulatorFaults(),
-            recordFile: String? = nil, historyLimit: Int = 100_000, tokenUpdateInterval: Int64? = 1200,
+            recordFile: String? = nil, historyLimit: Int = 10_000, tokenUpdateInterval: Int64? = 1200,
             clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
             threads: Int = System.coreCount
         ) {
@@ -183,7 +184,7 @@ public final class APNsSimulator: Sendable {
         for channel in state.openChannels {
             try? await channel.close()
         }
-        state.recorder.flush()
+        await state.recorder.flush()
         try await group.shutdownGracefully()
     }
 

@@ -33,8 +33,16 @@ struct ConnectionStateMachine: Sendable {
     private(set) var phase: Phase = .restricted
     /// Streams opened and not closed.
     private(set) var openStreams: Set<Int32> = []
-    /// Open streams whose response has been decided.
+    /// Open streams whose response has been decided (it may still wait
+    /// for added latency).
     private(set) var answeredStreams: Set<Int32> = []
+    /// Open streams whose response has been handed to nghttp2.
+    private(set) var respondedStreams: Set<Int32> = []
+    /// Open streams reset `REFUSED_STREAM`: nothing more is sent on them.
+    private(set) var refusedStreams: Set<Int32> = []
+    /// Whether the current restriction to one stream follows a rejection
+    /// (rather than being the connection's start).
+    private var restrictedAfterRejection = false
     private(set) var peakConcurrentStreams = 0
     private(set) var streamsOpened = 0
     private(set) var requestsReceived = 0
@@ -67,6 +75,12 @@ struct ConnectionStateMachine: Sendable {
         streamsOpened += 1
         switch phase {
         case .restricted, .open:
+            if restrictedAfterRejection, openStreams.contains(where: { $0 != stream && isPending($0) }) {
+                // Opened in the same burst as the rejection, beyond the one stream now allowed.
+                answeredStreams.insert(stream)
+                refusedStreams.insert(stream)
+                return [.refuse(stream: stream)]
+            }
             if let limit = faults.goAwayAfterStreams, streamsOpened >= limit {
                 phase = .goingAway(lastStreamID: stream)
                 return [.goAway(lastStreamID: stream)]
@@ -89,6 +103,7 @@ struct ConnectionStateMachine: Sendable {
         case .restricted, .open, .goingAway:
             break
         }
+        if refusedStreams.contains(stream) { return [] }
         requestsReceived += 1
         if let limit = faults.resetConnectionAfterRequests, requestsReceived >= limit {
             phase = .closed
@@ -96,6 +111,7 @@ struct ConnectionStateMachine: Sendable {
         }
         if let every = faults.refuseStreamEvery, sequence % every == 0 {
             answeredStreams.insert(stream)
+            refusedStreams.insert(stream)
             return [.refuse(stream: stream)]
         }
         let delay = faults.latencyMilliseconds
@@ -110,13 +126,17 @@ struct ConnectionStateMachine: Sendable {
         if verdict.isAccepted {
             if case .restricted = phase {
                 phase = .open
+                restrictedAfterRejection = false
                 if announcedMaxStreams != configuredMaxStreams { actions.append(announce(configuredMaxStreams)) }
             }
         } else if faults.dropToOneStreamAfterRejection, case .open = phase {
             phase = .restricted
+            restrictedAfterRejection = true
             actions.append(announce(1))
-            for other in openStreams.sorted() where other != stream && !answeredStreams.contains(other) {
+            // Every other stream still waiting for its response is reset.
+            for other in openStreams.sorted() where other != stream && isPending(other) {
                 answeredStreams.insert(other)
+                refusedStreams.insert(other)
                 actions.append(.refuse(stream: other))
             }
         }
@@ -124,9 +144,16 @@ struct ConnectionStateMachine: Sendable {
         return actions
     }
 
+    /// The response of `stream` was handed to nghttp2.
+    mutating func responseSubmitted(_ stream: Int32) {
+        if openStreams.contains(stream) { respondedStreams.insert(stream) }
+    }
+
     mutating func streamClosed(_ stream: Int32) -> [Action] {
         openStreams.remove(stream)
         answeredStreams.remove(stream)
+        respondedStreams.remove(stream)
+        refusedStreams.remove(stream)
         switch phase {
         case .goingAway(let lastStreamID):
             if !openStreams.contains(where: { $0 <= lastStreamID }) {
@@ -139,12 +166,18 @@ struct ConnectionStateMachine: Sendable {
         }
     }
 
-    /// Whether `stream` is still open (a delayed response is still wanted).
-    func isOpen(_ stream: Int32) -> Bool {
+    /// Whether a delayed response for `stream` is still wanted: the stream
+    /// is open, not refused, and the connection not closed.
+    func shouldRespond(_ stream: Int32) -> Bool {
         switch phase {
         case .closed: false
-        case .restricted, .open, .goingAway: openStreams.contains(stream)
+        case .restricted, .open, .goingAway: openStreams.contains(stream) && !refusedStreams.contains(stream)
         }
+    }
+
+    /// Open and waiting for its response (not yet sent, not refused).
+    private func isPending(_ stream: Int32) -> Bool {
+        !respondedStreams.contains(stream) && !refusedStreams.contains(stream)
     }
 
     private mutating func announce(_ limit: UInt32) -> Action {

@@ -98,3 +98,22 @@ enum Base64URL {
             .replacingOccurrences(of: "=", with: "")
     }
 }
+
+/// Signs provider tokens the way APNs clients do, so the CLI can hand one
+/// to h2load, curl or nghttp for demos and benchmarks.
+public enum ProviderTokenSigner {
+    /// An ES256 JWT with `kid` = `keyID`, `iss` = `teamID`, `iat` = `issuedAt`.
+    public static func token(
+        key: P256.Signing.PrivateKey, keyID: String, teamID: String, issuedAt: Int64
+    ) throws(SimulatorError) -> String {
+        let header = JSONValue.object(["alg": "ES256", "kid": .string(keyID)]).serialized()
+        let claims = JSONValue.object(["iss": .string(teamID), "iat": .integer(issuedAt)]).serialized()
+        let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(claims)
+        do {
+            let signature = try key.signature(for: Data(signingInput.utf8))
+            return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
+        } catch {
+            throw .invalidKey("cannot sign a provider token with the key: \(error)")
+        }
+    }
+}

@@ -17,12 +17,6 @@ struct ReceivedRequest: Sendable {
         bodySize += bytes.count
         if body.count < Self.bodyLimit { body.append(contentsOf: bytes.prefix(Self.bodyLimit - body.count)) }
     }
-
-    /// The first value of a header, by lowercase name.
-    func value(_ name: String) -> String? { headers.first(where: { $0.name == name })?.value }
-
-    /// How many times a header appears.
-    func count(_ name: String) -> Int { headers.reduce(0) { $0 + ($1.name == name ? 1 : 0) } }
 }
 
 /// The answer to one push: status, APNs reason and, for 410, when the

@@ -11,8 +11,8 @@ public struct ConnectionSnapshot: Sendable, Hashable {
     public var requestsReceived: Int
     /// The `SETTINGS_MAX_CONCURRENT_STREAMS` last announced.
     public var announcedMaxConcurrentStreams: Int
-    /// Streams the client opened beyond a limit it had acknowledged, plus
-    /// those nghttp2 reset on its own for breaking the protocol.
+    /// Streams the client opened beyond a limit it had acknowledged (nghttp2
+    /// answers those with GOAWAY PROTOCOL_ERROR, which is counted too).
     public var limitViolations: Int
     public var isOpen: Bool
 }

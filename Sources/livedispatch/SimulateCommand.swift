@@ -48,7 +48,13 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
     @Option(help: "Append one JSON line per accepted push to this file.") var record: String?
     @Option(name: .customLong("generate-key"), help: "Write a fresh .p8 (PKCS#8 PEM) P-256 key to FILE and exit.")
     var generateKey: String?
+    @Flag(
+        name: .customLong("print-token"),
+        help: "Print a provider token (JWT) signed with --key for --team-id and --key-id, and exit.")
+    var printToken = false
     @Option(help: "Event loop threads (default: one per core).") var threads: Int?
+    @Option(help: "Accepted pushes kept in memory, newest first (per-token counts are always kept).")
+    var history = 10_000
 
     @Option(name: .customLong("error-rate"), help: "Share (0...1) of good pushes answered with an error status.")
     var errorRate: Double = 0
@@ -80,6 +86,21 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
             else { throw ValidationError("cannot write \(generateKey); check the directory exists and is writable") }
             return
         }
+        if printToken {
+            guard let teamID, let keyID, let key else {
+                throw ValidationError("--print-token needs --team-id, --key-id and --key")
+            }
+            let privateKey: P256.Signing.PrivateKey
+            do {
+                privateKey = try P256.Signing.PrivateKey(pemRepresentation: readText(key))
+            } catch {
+                throw ValidationError("\(key) is not a P-256 .p8 private key in PEM: \(error)")
+            }
+            let token = try ProviderTokenSigner.token(
+                key: privateKey, keyID: keyID, teamID: teamID, issuedAt: Int64(Date().timeIntervalSince1970))
+            FileHandle.standardOutput.write(Data((token + "\n").utf8))
+            return
+        }
         guard let teamID, let keyID, let bundleID else {
             throw ValidationError("--team-id, --key-id and --bundle-id are required")
         }
@@ -98,7 +119,8 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
         let simulator = try await APNsSimulator.start(
             configuration: .init(
                 host: host, port: port, teamID: teamID, keyID: keyID, publicKey: verificationKey, bundleID: bundleID,
-                maxConcurrentStreams: maxStreams, initialMaxConcurrentStreams: initialMaxStreams, certificate: certificate, faults: faults, recordFile: record,
+                maxConcurrentStreams: maxStreams, initialMaxConcurrentStreams: initialMaxStreams,
+                certificate: certificate, faults: faults, recordFile: record, historyLimit: history,
                 threads: threads ?? ProcessInfo.processInfo.activeProcessorCount),
             logger: logger)
         if let certOut { try writeText(simulator.certificate.certificatePEM, to: certOut) }

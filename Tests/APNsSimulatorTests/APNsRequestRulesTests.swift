@@ -147,3 +147,23 @@ struct APNsRequestRulesTests {
         #expect(gone.contains(#""reason":"Unregistered""#))
     }
 }
+
+@Suite("Generated apns-ids")
+struct FastRandomTests {
+    @Test("generated ids are distinct lowercase version-4 UUIDs")
+    func uuids() {
+        var random = FastRandom(seed: 42)
+        var seen: Set<String> = []
+        for _ in 0..<1000 {
+            let id = random.uuid()
+            #expect(APNsRequestRules.isUUID(id))
+            #expect(id == id.lowercased())
+            #expect(Array(id.utf8)[14] == UInt8(ascii: "4"))
+            #expect([UInt8(ascii: "8"), UInt8(ascii: "9"), UInt8(ascii: "a"), UInt8(ascii: "b")].contains(Array(id.utf8)[19]))
+            seen.insert(id)
+        }
+        #expect(seen.count == 1000)
+        let draws = (0..<1000).map { _ in random.unit() }
+        #expect(draws.allSatisfy { (0..<1).contains($0) })
+    }
+}

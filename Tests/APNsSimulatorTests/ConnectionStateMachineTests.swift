@@ -93,7 +93,7 @@ struct ConnectionStateMachineTests {
         #expect(machine.requestReceived(1, verdict: Self.accepted(), faults: faults, sequence: 1, draw: 0.9).last == Self.ok(1))
         #expect(machine.requestReceived(3, verdict: Self.accepted(), faults: faults, sequence: 2, draw: 0.9) == [.reset])
         #expect(machine.requestReceived(5, verdict: Self.accepted(), faults: faults, sequence: 3, draw: 0.9) == [])
-        #expect(!machine.isOpen(5))
+        #expect(!machine.shouldRespond(5))
     }
 
     @Test("an error schedule cycles over accepted pushes; refused ones keep their own answer")
@@ -152,18 +152,24 @@ struct ConnectionStateMachineTests {
         _ = machine.streamOpened(1, faults: faults)
         #expect(machine.requestReceived(1, verdict: Self.accepted(), faults: faults, sequence: 1, draw: 0.9).first == .sendSettings(maxConcurrentStreams: 50))
         _ = machine.streamClosed(1)
-        for stream: Int32 in [3, 5, 7] { _ = machine.streamOpened(stream, faults: faults) }
+        for stream: Int32 in [3, 5, 7, 9] { _ = machine.streamOpened(stream, faults: faults) }
         _ = machine.requestReceived(3, verdict: Self.accepted(), faults: faults, sequence: 2, draw: 0.9)
-        let actions = machine.requestReceived(5, verdict: Self.refused(), faults: faults, sequence: 3, draw: 0.9)
+        machine.responseSubmitted(3)  // its response is out: not refused
+        _ = machine.requestReceived(7, verdict: Self.accepted(), faults: faults, sequence: 3, draw: 0.9)  // still delayed
+        let actions = machine.requestReceived(5, verdict: Self.refused(), faults: faults, sequence: 4, draw: 0.9)
         #expect(actions == [
-            .sendSettings(maxConcurrentStreams: 1), .refuse(stream: 7),
+            .sendSettings(maxConcurrentStreams: 1), .refuse(stream: 7), .refuse(stream: 9),
             .respond(stream: 5, response: SimulatedResponse(status: 400, reason: "BadTopic"), apnsID: "id", delayMilliseconds: 20),
         ])
+        #expect(!machine.shouldRespond(7))
+        #expect(machine.requestReceived(9, verdict: Self.accepted(), faults: faults, sequence: 5, draw: 0.9) == [])
+        // A stream opened in the same burst, while 5 still waits, is refused at once.
+        #expect(machine.streamOpened(11, faults: faults) == [.refuse(stream: 11)])
         #expect(machine.phase == .restricted)
-        for stream: Int32 in [3, 5, 7] { _ = machine.streamClosed(stream) }
-        _ = machine.streamOpened(9, faults: faults)
-        #expect(machine.requestReceived(9, verdict: Self.accepted(), faults: faults, sequence: 4, draw: 0.9) == [
-            .sendSettings(maxConcurrentStreams: 50), Self.ok(9, delay: 20),
+        for stream: Int32 in [3, 5, 7, 9, 11] { _ = machine.streamClosed(stream) }
+        _ = machine.streamOpened(13, faults: faults)
+        #expect(machine.requestReceived(13, verdict: Self.accepted(), faults: faults, sequence: 6, draw: 0.9) == [
+            .sendSettings(maxConcurrentStreams: 50), Self.ok(13, delay: 20),
         ])
     }
 }

@@ -64,4 +64,11 @@ struct ProviderTokenVerifierTests {
         let token = try TestProviderToken.make(key: key, issuedAt: 1_764_010_000)
         #expect(verifier.verify(token: token, now: 1_764_000_000).reason == "InvalidProviderToken")
     }
+
+    @Test("tokens from the signer verify")
+    func signer() throws {
+        let token = try ProviderTokenSigner.token(
+            key: key, keyID: TestProviderToken.keyID, teamID: TestProviderToken.teamID, issuedAt: 1_764_000_000)
+        #expect(verifier.verify(token: token, now: 1_764_000_001) == .valid(issuedAt: 1_764_000_000))
+    }
 }

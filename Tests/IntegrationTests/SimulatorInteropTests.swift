@@ -79,6 +79,7 @@ struct SimulatorInteropTests {
             #expect(received.last.apnsID == id)
             #expect(received.last.headers["apns-topic"] == "\(ProviderTokens.bundleID).push-type.liveactivity")
             #expect(received.last.headers["authorization"] == nil)
+            #expect(!received.last.headerFields.contains { $0.name == "authorization" })
             #expect(received.last.payloadJSON?["aps"]?["content-state"]?["home"]?.integerValue == 1)
             #expect(running.simulator.pushes(for: Self.token).map(\.apnsID) == [id])
             let connection = try #require(running.simulator.connections.first)
@@ -195,7 +196,7 @@ struct SimulatorInteropTests {
         let keyFile = directory.appendingPathComponent("key.p8")
         let generated = try runProcess(["simulate", "apns", "--generate-key", keyFile.path])
         #expect(generated.status == 0, "\(generated.standardError)")
-        let key = try P256.Signing.PrivateKey(pemRepresentation: String(contentsOf: keyFile, encoding: .utf8))
+        _ = try P256.Signing.PrivateKey(pemRepresentation: String(contentsOf: keyFile, encoding: .utf8))
         let certificateFile = directory.appendingPathComponent("cert.pem")
         let recordFile = directory.appendingPathComponent("pushes.jsonl")
         let process = try BackgroundProcess([
@@ -209,7 +210,13 @@ struct SimulatorInteropTests {
         let verify = try await runTool("/usr/bin/openssl", ["verify", "-CAfile", certificateFile.path, certificateFile.path])
         #expect(verify.status == 0, "\(verify.standardOutput)\(verify.standardError)")
 
-        let jwt = try ProviderTokens.make(key: key)
+        let printed = try runProcess([
+            "simulate", "apns", "--print-token", "--team-id", ProviderTokens.teamID, "--key-id", ProviderTokens.keyID,
+            "--key", keyFile.path,
+        ])
+        #expect(printed.status == 0, "\(printed.standardError)")
+        let jwt = printed.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(jwt.split(separator: ".").count == 3)
         let curl = try await runTool("/usr/bin/curl", [
             "--silent", "--show-error", "--http2", "--cacert", certificateFile.path, "-o", "/dev/null",
             "-w", "%{http_code} %{http_version}", "-X", "POST",
@@ -229,5 +236,54 @@ struct SimulatorInteropTests {
         #expect(recorded.contains(#""apns-priority":"5""#))
         #expect(!recorded.contains(jwt))
         #expect(try await process.stop() == 0)
+    }
+
+    @Test("the CLI's fault flags: an error schedule and unregistered tokens")
+    func commandLineFaults() async throws {
+        let directory = try TestPaths.temporaryDirectory("simulate-faults")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keyFile = directory.appendingPathComponent("key.p8")
+        #expect(try runProcess(["simulate", "apns", "--generate-key", keyFile.path]).status == 0)
+        let certificateFile = directory.appendingPathComponent("cert.pem")
+        let gone = String(repeating: "ef", count: 32)
+        let process = try BackgroundProcess([
+            "simulate", "apns", "--team-id", ProviderTokens.teamID, "--key-id", ProviderTokens.keyID,
+            "--key", keyFile.path, "--bundle-id", ProviderTokens.bundleID, "--cert-out", certificateFile.path,
+            "--error-schedule", "429,200", "--unregistered", gone.uppercased(), "--latency-ms", "5", "--threads", "1",
+        ])
+        let line = try await process.waitForLine { $0.hasPrefix("listening: ") }
+        let port = try #require(line.split(separator: ":").last.flatMap { Int($0) })
+        let jwt = try runProcess([
+            "simulate", "apns", "--print-token", "--team-id", ProviderTokens.teamID, "--key-id", ProviderTokens.keyID,
+            "--key", keyFile.path,
+        ]).standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+
+        func post(_ token: String) async throws -> String {
+            try await runTool("/usr/bin/curl", [
+                "--silent", "--show-error", "--http2", "--cacert", certificateFile.path,
+                "-w", " %{http_code}", "-X", "POST", "-H", "authorization: bearer \(jwt)",
+                "-H", "apns-push-type: liveactivity", "-H", "apns-topic: \(ProviderTokens.bundleID).push-type.liveactivity",
+                "--data-binary", Self.payload, "https://127.0.0.1:\(port)/3/device/\(token)",
+            ]).standardOutput
+        }
+        // curl opens a connection per call: each is the first push of its connection.
+        #expect(try await post(Self.token) == #"{"reason":"TooManyRequests"} 429"#)
+        #expect(try await post(Self.token) == " 200")
+        let unregistered = try await post(gone)
+        #expect(unregistered.hasPrefix(#"{"reason":"Unregistered","timestamp":"#))
+        #expect(unregistered.hasSuffix(" 410"))
+        #expect(try await process.stop(signal: SIGINT) == 0)
+    }
+
+    @Test("the CLI refuses inconsistent options with a message")
+    func commandLineValidation() throws {
+        let missing = try runProcess(["simulate", "apns", "--team-id", "T", "--key-id", "K", "--bundle-id", "b"])
+        #expect(missing.status != 0)
+        #expect(missing.standardError.contains("--key"))
+        let unreadable = try runProcess([
+            "simulate", "apns", "--print-token", "--team-id", "T", "--key-id", "K", "--key", "/nonexistent.p8",
+        ])
+        #expect(unreadable.status != 0)
+        #expect(unreadable.standardError.contains("/nonexistent.p8"))
     }
 }

@@ -37,9 +37,12 @@ final class NGHTTP2ServerSession {
     /// RST_STREAM frames this side submitted on purpose, so those nghttp2
     /// sends by itself (limit exceeded, protocol errors) can be told apart.
     fileprivate var submittedResets: Set<Int32> = []
-    /// RST_STREAM and GOAWAY frames nghttp2 sent on its own (a stream
-    /// beyond the announced limit, a protocol error).
+    /// RST_STREAM frames nghttp2 sent on its own: mostly streams refused
+    /// because the client opened them before it learnt a lower limit.
     private(set) var automaticResets = 0
+    /// GOAWAY frames nghttp2 sent on its own: a stream opened beyond a
+    /// limit the client had acknowledged, or another protocol error.
+    private(set) var automaticGoAways = 0
     /// Whether this side submitted a GOAWAY.
     fileprivate var submittedGoAway = false
 
@@ -135,10 +138,8 @@ final class NGHTTP2ServerSession {
         if !body.isEmpty { fields.append(("content-length", String(body.count))) }
         // nghttp2 copies the name/value pairs during the call, so the
         // pointers only have to live as long as this closure.
-        let names = fields.map { Array($0.0.utf8) }
-        let values = fields.map { Array($0.1.utf8) }
         var result: Int32 = 0
-        withNameValuePairs(names: names, values: values) { nva in
+        withNameValuePairs(fields) { nva in
             if body.isEmpty {
                 result = nghttp2_submit_response(session, stream, nva.baseAddress, nva.count, nil)
             } else {
@@ -181,7 +182,7 @@ final class NGHTTP2ServerSession {
     }
 
     fileprivate func noteGoAwaySent() {
-        if !submittedGoAway { automaticResets += 1 }
+        if !submittedGoAway { automaticGoAways += 1 }
     }
 
     private static func describe(_ code: Int32) -> String {
@@ -190,27 +191,33 @@ final class NGHTTP2ServerSession {
     }
 }
 
-/// Builds an `nghttp2_nv` array over the bytes of `names` and `values`,
-/// all kept in one buffer for the duration of `body`.
+/// Builds an `nghttp2_nv` array over the bytes of `fields`, all kept in
+/// one buffer for the duration of `body`.
 private func withNameValuePairs(
-    names: [[UInt8]], values: [[UInt8]], _ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> Void
+    _ fields: [(String, String)], _ body: (UnsafeMutableBufferPointer<nghttp2_nv>) -> Void
 ) {
     var storage: [UInt8] = []
-    for (name, value) in zip(names, values) {
-        storage.append(contentsOf: name)
-        storage.append(contentsOf: value)
+    var lengths: [(name: Int, value: Int)] = []
+    storage.reserveCapacity(128)
+    lengths.reserveCapacity(fields.count)
+    for (name, value) in fields {
+        let start = storage.count
+        storage.append(contentsOf: name.utf8)
+        let middle = storage.count
+        storage.append(contentsOf: value.utf8)
+        lengths.append((middle - start, storage.count - middle))
     }
     storage.withUnsafeMutableBufferPointer { buffer in
         guard let base = buffer.baseAddress else { return }
         var pairs: [nghttp2_nv] = []
-        pairs.reserveCapacity(names.count)
+        pairs.reserveCapacity(lengths.count)
         var offset = 0
-        for (name, value) in zip(names, values) {
+        for (nameCount, valueCount) in lengths {
             pairs.append(
                 nghttp2_nv(
-                    name: base + offset, value: base + offset + name.count, namelen: name.count,
-                    valuelen: value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
-            offset += name.count + value.count
+                    name: base + offset, value: base + offset + nameCount, namelen: nameCount,
+                    valuelen: valueCount, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+            offset += nameCount + valueCount
         }
         pairs.withUnsafeMutableBufferPointer { body($0) }
     }
