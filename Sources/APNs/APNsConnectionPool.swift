@@ -1,0 +1,461 @@
+import Foundation
+import LiveDispatchCore
+import Logging
+import Metrics
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// A source of the current time, injected so token renewal can be tested.
+public protocol APNsClock: Sendable {
+    func now() -> UnixTime
+}
+
+/// The wall clock.
+public struct SystemAPNsClock: APNsClock {
+    public init() {}
+    public func now() -> UnixTime { UnixTime(seconds: Date().timeIntervalSince1970) }
+}
+
+/// The APNs client: a pool of HTTP/2 connections to one endpoint for one
+/// team, with token auth.
+///
+/// ``send(_:)`` returns a classified ``APNsOutcome`` and never throws. The
+/// pool re-sends requests the server did not process (`REFUSED_STREAM`,
+/// GOAWAY) and retries once with a new token after `ExpiredProviderToken`;
+/// every other retry is the caller's decision, from the outcome. When all
+/// connections are busy and the queue is full, `send` waits: that wait is the
+/// back-pressure. Call ``shutdown()`` before dropping the pool.
+public final class APNsConnectionPool: Sendable {
+    /// Counts that tests and health endpoints read.
+    public struct Statistics: Sendable, Hashable {
+        public var inFlight: Int
+        public var queued: Int
+        public var waiting: Int
+        public var connections: [StateMachine.ConnectionState: Int]
+        /// The stream limit applied to each connection now, by connection id.
+        public var streamLimits: [Int: Int]
+        /// Provider tokens signed so far.
+        public var tokenRenewals: Int
+    }
+
+    private struct Pending {
+        var request: APNsRequest
+        var continuation: CheckedContinuation<APNsOutcome, Never>
+        var startedAt: NIODeadline
+        var deadline: NIODeadline
+        var tokenUsed: String?
+        var tokenRetried = false
+    }
+
+    private struct State {
+        var machine: StateMachine
+        var tokens = ProviderTokenState()
+        var pending: [Int: Pending] = [:]
+        var connections: [Int: APNsConnection] = [:]
+        var sweeps = 0
+        var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
+        var pingTask: RepeatedTask?
+    }
+
+    private let configuration: APNsClientConfiguration
+    private let signingKey: APNsSigningKey
+    private let sslContext: NIOSSLContext
+    private let eventLoopGroup: any EventLoopGroup
+    private let clock: any APNsClock
+    private let jitter: @Sendable () -> Double
+    private let logger: Logger
+    private let metrics: APNsMetrics
+    private let state: Mutex<State>
+    private let nextRequestID = Atomic<Int>(0)
+
+    /// Creates the pool and starts opening its connections.
+    ///
+    /// - Parameters:
+    ///   - clock: the time used for provider tokens and idle pings.
+    ///   - jitter: uniform random numbers in 0..<1 for reconnect backoff.
+    ///   - metricsFactory: where metrics go; the global one when nil.
+    public init(
+        configuration: APNsClientConfiguration, signingKey: APNsSigningKey,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        clock: any APNsClock = SystemAPNsClock(), jitter: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        logger: Logger, metricsFactory: (any MetricsFactory)? = nil
+    ) throws(APNsError) {
+        try configuration.validate()
+        self.configuration = configuration
+        self.signingKey = signingKey
+        do {
+            self.sslContext = try NIOSSLContext(configuration: configuration.makeTLSConfiguration())
+        } catch {
+            throw .invalidConfiguration("the TLS configuration cannot be used (\(error))")
+        }
+        self.eventLoopGroup = eventLoopGroup
+        self.clock = clock
+        self.jitter = jitter
+        var logger = logger
+        logger[metadataKey: "apns.endpoint"] = "\(configuration.endpoint)"
+        logger[metadataKey: "apns.team"] = "\(signingKey.teamID)"
+        self.logger = logger
+        self.metrics = APNsMetrics(factory: metricsFactory ?? MetricsSystem.factory)
+        let machine = StateMachine(
+            configuration: .init(
+                connections: configuration.connections, maxQueued: configuration.maxQueued,
+                idlePingInterval: configuration.idlePingInterval))
+        self.state = Mutex(State(machine: machine))
+
+        let actions = state.withLock { $0.machine.start() }
+        perform(actions)
+        // One periodic task checks deadlines, pings idle connections and
+        // updates the gauges, so no timer is armed per request.
+        let sweep = max(0.02, min(configuration.requestTimeout / 10, 0.25))
+        let pingEvery = max(1, min(configuration.idlePingInterval / 4, 30))
+        let sweepsPerPing = max(1, Int(pingEvery / sweep))
+        let task = eventLoopGroup.any().scheduleRepeatedTask(
+            initialDelay: .milliseconds(Int64(sweep * 1000)), delay: .milliseconds(Int64(sweep * 1000))
+        ) { [weak self] _ in
+            guard let self else { return }
+            self.expireDeadlines()
+            self.updateGauges()
+            let now = self.clock.now().seconds
+            self.perform(
+                self.state.withLock { state in
+                    state.sweeps += 1
+                    return state.sweeps % sweepsPerPing == 0 ? state.machine.tick(now: now) : []
+                })
+        }
+        state.withLock { $0.pingTask = task }
+    }
+
+    /// Sends one push and classifies the answer. Waits while the pool is
+    /// full; a cancelled caller gets a retryable ``APNsError/cancelled``.
+    public func send(_ request: APNsRequest) async -> APNsOutcome {
+        let timeout = TimeAmount.milliseconds(Int64(configuration.requestTimeout * 1000))
+        let id = nextRequestID.wrappingAdd(1, ordering: .relaxed).oldValue
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = clock.now().seconds
+                let started = NIODeadline.now()
+                let actions: [StateMachine.Action] = state.withLock { state in
+                    state.pending[id] = Pending(
+                        request: request, continuation: continuation, startedAt: started, deadline: started + timeout)
+                    return Self.arrive(id, state: &state, now: now)
+                }
+                perform(actions)
+                if Task.isCancelled { abandon(id, error: .cancelled) }
+            }
+        } onCancel: {
+            abandon(id, error: .cancelled)
+        }
+    }
+
+    /// Current counts.
+    public var statistics: Statistics {
+        state.withLock { state in
+            var limits: [Int: Int] = [:]
+            for id in state.machine.connectionIDs { limits[id] = state.machine.streamLimit(of: id) }
+            return Statistics(
+                inFlight: state.machine.inFlightCount, queued: state.machine.queuedCount,
+                waiting: state.machine.waitingCount, connections: state.machine.connectionCounts, streamLimits: limits,
+                tokenRenewals: state.tokens.renewals)
+        }
+    }
+
+    /// Fails queued requests, lets streams in flight finish, closes every
+    /// connection, and returns when they are closed.
+    public func shutdown() async {
+        // The periodic task keeps enforcing deadlines until the last stream ends.
+        let actions = state.withLock { $0.machine.shutdown() }
+        perform(actions)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let finished = state.withLock { state in
+                if state.machine.isFinished { return true }
+                state.shutdownWaiters.append(continuation)
+                return false
+            }
+            if finished { continuation.resume() }
+        }
+        state.withLock { state in
+            state.pingTask?.cancel()
+            state.pingTask = nil
+        }
+    }
+
+    // MARK: Arrival and actions
+
+    private static func arrive(_ id: Int, state: inout State, now: Double) -> [StateMachine.Action] {
+        switch state.machine.requestArrived(id, now: now) {
+        case .execute(let connection): [.execute(id, on: connection)]
+        case .queued, .wait: []
+        case .fail(let error): [.fail(id, error)]
+        }
+    }
+
+    private func perform(_ actions: [StateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .createConnection(let id):
+                connect(id)
+            case .scheduleReconnect(let id, let delay):
+                logger.info("reconnecting to APNs after a delay", metadata: ["apns.connection": "\(id)", "apns.delay_s": "\(delay)"])
+                eventLoopGroup.any().scheduleTask(in: .milliseconds(Int64(delay * 1000))) { [weak self] in
+                    guard let self else { return }
+                    self.perform(self.state.withLock { $0.machine.reconnectDue(id) })
+                }
+            case .execute(let request, let connectionID):
+                execute(request, on: connectionID)
+            case .admit(let request):
+                let now = clock.now().seconds
+                perform(state.withLock { Self.arrive(request, state: &$0, now: now) })
+            case .cancelStream(let request, let connectionID):
+                state.withLock { $0.connections[connectionID] }?.cancel(requestID: request)
+            case .fail(let request, let error):
+                complete(
+                    request,
+                    .retryable(.init(status: nil, reason: nil, error: error, retryAfter: nil)))
+            case .ping(let connectionID):
+                state.withLock { $0.connections[connectionID] }?.ping()
+            case .closeConnection(let connectionID):
+                state.withLock { $0.connections[connectionID] }?.close()
+            }
+        }
+    }
+
+    private func connect(_ id: Int) {
+        metrics.connectionAttempt()
+        let future = APNsConnection.connect(
+            id: id, endpoint: configuration.endpoint, sslContext: sslContext,
+            connectTimeout: configuration.connectTimeout, pingTimeout: configuration.pingTimeout,
+            eventLoop: eventLoopGroup.next(), logger: logger
+        ) { [weak self] event in
+            self?.connectionEvent(event, connection: id)
+        }
+        future.whenComplete { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(let connection):
+                let now = self.clock.now().seconds
+                let (actions, usable) = self.state.withLock { state in
+                    state.connections[id] = connection
+                    guard state.machine.state(of: id) == .connecting else { return ([StateMachine.Action](), false) }
+                    return (state.machine.connectionEstablished(id, now: now), true)
+                }
+                if usable {
+                    self.logger.debug("APNs connection ready", metadata: ["apns.connection": "\(id)"])
+                } else {
+                    connection.close()
+                }
+                self.perform(actions)
+            case .failure(let error):
+                self.logger.warning(
+                    "could not connect to APNs", metadata: ["apns.connection": "\(id)", "apns.error": "\(error)"])
+                let jitter = self.jitter()
+                let actions = self.state.withLock { state in
+                    var actions = state.machine.connectionFailed(id, jitter: jitter)
+                    actions += self.resumeShutdownIfFinished(&state)
+                    return actions
+                }
+                self.perform(actions)
+            }
+        }
+    }
+
+    private func execute(_ request: Int, on connectionID: Int) {
+        let now = clock.now()
+        let prepared: (APNsConnection, [(name: String, value: String)], [UInt8])?
+        let failure: APNsError?
+        (prepared, failure) = state.withLock { state in
+            guard var pending = state.pending[request] else { return (nil, nil) }
+            guard let connection = state.connections[connectionID] else { return (nil, nil) }
+            let token: String
+            switch state.tokens.tokenForRequest(now: now) {
+            case .use(let current):
+                token = current
+            case .sign(let issuedAt):
+                do throws(APNsError) {
+                    token = try signingKey.providerToken(issuedAt: issuedAt)
+                } catch {
+                    return (nil, error)
+                }
+                state.tokens.signed(token, issuedAt: issuedAt)
+            }
+            pending.tokenUsed = token
+            state.pending[request] = pending
+            var headers = pending.request.headers
+            headers.append(("authorization", "bearer " + token))
+            return ((connection, headers, pending.request.payload), nil)
+        }
+        if let failure {
+            logger.error("cannot sign the APNs provider token", metadata: ["apns.error": "\(failure)"])
+            perform(state.withLock { $0.machine.requestFailed(request, on: connectionID, now: now.seconds) })
+            complete(request, .misconfigured(failure))
+            return
+        }
+        guard let (connection, headers, body) = prepared else {
+            // The request completed meanwhile (deadline) or the connection is
+            // gone: the machine forgets the stream; a live request goes back.
+            let alive = state.withLock { $0.pending[request] != nil }
+            perform(
+                state.withLock {
+                    alive
+                        ? $0.machine.requestRequeued(request, on: connectionID, now: now.seconds)
+                        : $0.machine.requestFailed(request, on: connectionID, now: now.seconds)
+                })
+            return
+        }
+        connection.execute(requestID: request, headers: headers, body: body)
+    }
+
+    // MARK: Connection events
+
+    private func connectionEvent(_ event: APNsConnectionEvent, connection id: Int) {
+        let now = clock.now()
+        switch event {
+        case .settings(let maxConcurrentStreams):
+            logger.debug(
+                "APNs stream limit", metadata: ["apns.connection": "\(id)", "apns.max_streams": "\(maxConcurrentStreams)"])
+            perform(state.withLock { $0.machine.settingsReceived(id, maxConcurrentStreams: maxConcurrentStreams, now: now.seconds) })
+        case .response(let request, let response):
+            responseReceived(response, request: request, connection: id, now: now)
+        case .unprocessed(let request, let wasSent):
+            metrics.resent()
+            perform(
+                state.withLock { state in
+                    if state.pending[request] == nil {
+                        return state.machine.requestFailed(request, on: id, now: now.seconds)
+                    }
+                    return wasSent
+                        ? state.machine.requestUnprocessed(request, on: id, now: now.seconds)
+                        : state.machine.requestRequeued(request, on: id, now: now.seconds)
+                })
+        case .failed(let request, let error):
+            perform(state.withLock { $0.machine.requestFailed(request, on: id, now: now.seconds) })
+            complete(request, .retryable(.init(status: nil, reason: nil, error: error, retryAfter: nil)))
+        case .goaway(let errorCode, let debug):
+            logger.info(
+                "APNs sent GOAWAY, draining the connection",
+                metadata: ["apns.connection": "\(id)", "apns.error_code": "\(errorCode)", "apns.debug": "\(debug)"])
+            perform(state.withLock { $0.machine.goawayReceived(id) })
+        case .closed:
+            let jitter = self.jitter()
+            perform(
+                state.withLock { state in
+                    state.connections[id] = nil
+                    return state.machine.connectionClosed(id, jitter: jitter) + resumeShutdownIfFinished(&state)
+                })
+        }
+    }
+
+    private func responseReceived(_ response: APNsResponse, request: Int, connection id: Int, now: UnixTime) {
+        enum Next {
+            case complete(APNsOutcome, Pending)
+            case renewedAndRequeued
+            case ignore
+        }
+        let (next, actions): (Next, [StateMachine.Action]) = state.withLock { state in
+            guard var pending = state.pending[request] else {
+                return (.ignore, state.machine.responseReceived(request, on: id, succeeded: response.status == 200, now: now.seconds))
+            }
+            var outcome = response.outcome(requestAPNsID: pending.request.apnsID)
+            if case .permanent(403, .expiredProviderToken) = outcome {
+                if !pending.tokenRetried, let used = pending.tokenUsed {
+                    switch state.tokens.expiredReported(token: used, now: now) {
+                    case .retry:
+                        pending.tokenRetried = true
+                        state.pending[request] = pending
+                        return (.renewedAndRequeued, state.machine.requestRequeued(request, on: id, now: now.seconds))
+                    case .sign(let issuedAt):
+                        do throws(APNsError) {
+                            let token = try signingKey.providerToken(issuedAt: issuedAt)
+                            state.tokens.signed(token, issuedAt: issuedAt)
+                            pending.tokenRetried = true
+                            state.pending[request] = pending
+                            return (.renewedAndRequeued, state.machine.requestRequeued(request, on: id, now: now.seconds))
+                        } catch {
+                            outcome = .misconfigured(error)
+                        }
+                    case .refuse:
+                        outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
+                    }
+                } else {
+                    outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
+                }
+            }
+            state.pending[request] = nil
+            return (
+                .complete(outcome, pending),
+                state.machine.responseReceived(request, on: id, succeeded: response.status == 200, now: now.seconds)
+            )
+        }
+        perform(actions)
+        switch next {
+        case .complete(let outcome, let pending):
+            metrics.response(status: response.status, reason: outcome.metricReason)
+            finish(pending, outcome)
+        case .renewedAndRequeued:
+            logger.info("APNs provider token expired, renewed it and retrying", metadata: ["apns.connection": "\(id)"])
+            metrics.response(status: response.status, reason: APNsReason.expiredProviderToken.description)
+        case .ignore:
+            break
+        }
+    }
+
+    /// Fails every request whose deadline has passed.
+    private func expireDeadlines() {
+        let now = NIODeadline.now()
+        let expired = state.withLock { state in state.pending.filter { $0.value.deadline <= now }.map(\.key) }
+        for request in expired { abandon(request, error: .timeout(seconds: configuration.requestTimeout)) }
+    }
+
+    private func abandon(_ request: Int, error: APNsError) {
+        let now = clock.now().seconds
+        perform(state.withLock { $0.machine.requestAbandoned(request, error: error, now: now) })
+    }
+
+    /// Finishes a request exactly once; later calls for it do nothing.
+    private func complete(_ request: Int, _ outcome: APNsOutcome) {
+        guard let pending = state.withLock({ $0.pending.removeValue(forKey: request) }) else { return }
+        metrics.failure(outcome.metricReason)
+        finish(pending, outcome)
+    }
+
+    /// Resumes the caller of a request already removed from `pending`.
+    private func finish(_ pending: Pending, _ outcome: APNsOutcome) {
+        let elapsed = NIODeadline.now() - pending.startedAt
+        metrics.completed(outcome: outcome.label, nanoseconds: elapsed.nanoseconds)
+        if case .misconfigured(let error) = outcome {
+            logger.error(
+                "APNs configuration error: no push can succeed until it is fixed",
+                metadata: ["apns.error": "\(error)"])
+        }
+        pending.continuation.resume(returning: outcome)
+    }
+
+    private func resumeShutdownIfFinished(_ state: inout State) -> [StateMachine.Action] {
+        guard state.machine.isFinished, !state.shutdownWaiters.isEmpty else { return [] }
+        let waiters = state.shutdownWaiters
+        state.shutdownWaiters.removeAll()
+        for waiter in waiters { waiter.resume() }
+        return []
+    }
+
+    private func updateGauges() {
+        let (inFlight, queued, counts) = state.withLock {
+            ($0.machine.inFlightCount, $0.machine.queuedCount + $0.machine.waitingCount, $0.machine.connectionCounts)
+        }
+        metrics.gauges(inFlight: inFlight, queued: queued, connections: counts)
+    }
+}
+
+extension APNsOutcome {
+    /// The reason label of the requests metric.
+    var metricReason: String {
+        switch self {
+        case .delivered: ""
+        case .tokenInvalid(let reason, _): reason.description
+        case .permanent(_, let reason): reason.description
+        case .retryable(let failure): failure.reason?.description ?? failure.error.code.description
+        case .misconfigured(let error): error.code.description
+        }
+    }
+}
