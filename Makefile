@@ -12,6 +12,12 @@ build: bootstrap
 test: bootstrap
 	$(SWIFT) test
 
+# The demo: an embedded Kafka cluster and an APNs simulator in-process,
+# replaying Config/examples and printing each activity's Lock Screen.
+run: bootstrap
+	$(SWIFT) build --product livedispatch
+	.build/debug/livedispatch run --config Config/livedispatch.yaml --replay Config/examples --exit-after-replay
+
 release: bootstrap
 	$(SWIFT) build -c release
 

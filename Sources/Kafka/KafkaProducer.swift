@@ -33,6 +33,18 @@ public final class KafkaProducer: Service, Sendable {
         try await client.send(topic: topic, key: key, value: value, partition: partition, headers: headers)
     }
 
+    /// Hands one record to librdkafka now and returns a handle to await its
+    /// delivery. Records enqueued one after another from one thread keep
+    /// their order in a partition (the producer is idempotent when so
+    /// configured, so retries cannot reorder them); ``send(topic:key:value:partition:headers:)``
+    /// called from concurrent tasks gives no such order. Throws at once when
+    /// librdkafka refuses the record, e.g. with a full queue.
+    public func enqueue(
+        topic: String, key: [UInt8]?, value: [UInt8]?, partition: Int32? = nil, headers: [KafkaHeader] = []
+    ) throws(KafkaError) -> KafkaPendingDelivery {
+        KafkaPendingDelivery(delivery: try client.enqueueNow(topic: topic, key: key, value: value, partition: partition, headers: headers))
+    }
+
     /// Waits until every record queued so far was delivered or failed, at most `timeout`.
     public func flush(timeout: Duration = .seconds(30)) async throws(KafkaError) {
         let client = self.client
@@ -50,5 +62,15 @@ public final class KafkaProducer: Service, Sendable {
         try? await gracefulShutdown()
         logger.info("Kafka producer flushing", metadata: ["kafka.outstanding": "\(outstandingRecords)"])
         try await flush(timeout: flushTimeout)
+    }
+}
+
+/// A record handed to librdkafka whose delivery report has not been read yet.
+public struct KafkaPendingDelivery: Sendable {
+    let delivery: RDKafkaDelivery
+
+    /// Where the record landed, or why librdkafka gave up on it.
+    public func wait() async throws(KafkaError) -> KafkaDeliveryReport {
+        try await delivery.wait().get()
     }
 }

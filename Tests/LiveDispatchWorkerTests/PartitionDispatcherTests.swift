@@ -14,6 +14,7 @@ struct DispatcherHarness {
     var timers: [(kind: String, activity: ActivityID, at: UnixTime)] = []
     var outcome: (PartitionDispatcher.Send) -> FanOut.Outcome = { _ in .delivered }
     var holdAcks = false
+    var observations: [PartitionDispatcher.Observation] = []
     var unacknowledged: [UInt64] = []
 
     init(configuration: WorkerConfiguration = WorkerConfiguration()) {
@@ -37,6 +38,8 @@ struct DispatcherHarness {
                 timers.append(("retry", activity, at))
             case .commit(let topic, let offset):
                 commits[topic] = offset
+            case .observe(let observation):
+                observations.append(observation)
             }
         }
     }
@@ -111,6 +114,7 @@ struct PartitionDispatcherTests {
         #expect(snapshot.lastOffset == 1)
         #expect(harness.commits[.commands] == 2)
         #expect(harness.dispatcher.isIdle)
+        #expect(harness.observations == [.pushCompleted(snapshot, commands: 2, tokens: 2, sample: [tokenA, tokenB])])
     }
 
     @Test("offsets are not committed before Kafka acknowledges the snapshot")

@@ -7,10 +7,39 @@ import Synchronization
 
 /// The waiting side of one produced record, resumed by its delivery report.
 final class RDKafkaDelivery: Sendable {
-    let continuation: CheckedContinuation<Result<KafkaDeliveryReport, KafkaError>, Never>
+    private enum State {
+        case waiting(CheckedContinuation<Result<KafkaDeliveryReport, KafkaError>, Never>?)
+        case resolved(Result<KafkaDeliveryReport, KafkaError>)
+    }
 
-    init(_ continuation: CheckedContinuation<Result<KafkaDeliveryReport, KafkaError>, Never>) {
-        self.continuation = continuation
+    private let state = Mutex(State.waiting(nil))
+
+    init() {}
+
+    /// Called once, from the delivery report (or when librdkafka refused the record).
+    func resolve(_ result: Result<KafkaDeliveryReport, KafkaError>) {
+        let waiter: CheckedContinuation<Result<KafkaDeliveryReport, KafkaError>, Never>? = state.withLock { state in
+            guard case .waiting(let continuation) = state else { return nil }
+            state = .resolved(result)
+            return continuation
+        }
+        waiter?.resume(returning: result)
+    }
+
+    /// The delivery's result, once known. One waiter at a time.
+    func wait() async -> Result<KafkaDeliveryReport, KafkaError> {
+        await withCheckedContinuation { continuation in
+            let ready: Result<KafkaDeliveryReport, KafkaError>? = state.withLock { state in
+                switch state {
+                case .resolved(let result):
+                    return result
+                case .waiting:
+                    state = .waiting(continuation)
+                    return nil
+                }
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
     }
 }
 
@@ -86,12 +115,12 @@ final class RDKafkaProducerClient: Sendable {
                 let delivery = Unmanaged<RDKafkaDelivery>.fromOpaque(opaque).takeRetainedValue()
                 if record.err == RD_KAFKA_RESP_ERR_NO_ERROR {
                     let topic = record.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
-                    delivery.continuation.resume(
-                        returning: .success(
+                    delivery.resolve(
+                        .success(
                             KafkaDeliveryReport(topic: topic, partition: record.partition, offset: record.offset)))
                 } else {
-                    delivery.continuation.resume(
-                        returning: .failure(
+                    delivery.resolve(
+                        .failure(
                             KafkaError(
                                 code: .delivery,
                                 message: "the record was not delivered; librdkafka gave up after its retries",
@@ -120,26 +149,28 @@ final class RDKafkaProducerClient: Sendable {
     ) async throws(KafkaError) -> KafkaDeliveryReport {
         while true {
             let generation = notifier.generation
-            let outcome = await withCheckedContinuation {
-                (continuation: CheckedContinuation<Result<KafkaDeliveryReport, KafkaError>, Never>) in
-                let delivery = Unmanaged.passRetained(RDKafkaDelivery(continuation))
-                if let error = enqueue(
-                    topic: topic, key: key, value: value, partition: partition, headers: headers,
-                    opaque: delivery.toOpaque())
-                {
-                    delivery.release()
-                    continuation.resume(returning: .failure(error))
-                }
-            }
-            switch outcome {
-            case .success(let report):
-                return report
-            case .failure(let error) where error.librdkafkaCode == RD_KAFKA_RESP_ERR__QUEUE_FULL.rawValue:
+            do {
+                let delivery = try enqueueNow(topic: topic, key: key, value: value, partition: partition, headers: headers)
+                return try await delivery.wait().get()
+            } catch where error.librdkafkaCode == RD_KAFKA_RESP_ERR__QUEUE_FULL.rawValue {
                 await notifier.wait(after: generation)
-            case .failure(let error):
-                throw error
             }
         }
+    }
+
+    /// Hands the record to librdkafka now, in the caller's order; the
+    /// returned delivery resolves with its report. Throws at once when
+    /// librdkafka refuses it (a full queue among other reasons).
+    func enqueueNow(
+        topic: String, key: [UInt8]?, value: [UInt8]?, partition: Int32?, headers: [KafkaHeader]
+    ) throws(KafkaError) -> RDKafkaDelivery {
+        let delivery = RDKafkaDelivery()
+        let retained = Unmanaged.passRetained(delivery)
+        if let error = enqueue(topic: topic, key: key, value: value, partition: partition, headers: headers, opaque: retained.toOpaque()) {
+            retained.release()
+            throw error
+        }
+        return delivery
     }
 
     /// Calls `rd_kafka_produceva`; returns the error when librdkafka refused the record.

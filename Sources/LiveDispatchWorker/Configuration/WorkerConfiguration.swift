@@ -104,6 +104,12 @@ public struct WorkerConfiguration: Sendable, Hashable {
 
     public init() {}
 
+    /// Consumer settings for low event-to-push latency, unless
+    /// `kafka.properties` says otherwise: a fetch returns as soon as there is
+    /// one record rather than after librdkafka's default 500 ms, which would
+    /// split a burst across coalescing windows.
+    public static let lowLatencyConsumerProperties: [String: String] = ["fetch.wait.max.ms": "10"]
+
     /// Full name of an internal topic, e.g. `livedispatch.commands`.
     public func topic(_ name: InternalTopic) -> String { kafka.topicPrefix + name.rawValue }
 

@@ -46,6 +46,19 @@ public struct PartitionDispatcher: Sendable {
         case scheduleRetry(ActivityID, at: UnixTime)
         /// Store this offset (the next to read) for the topic's partition and commit it.
         case commit(InternalTopic, offset: Int64)
+        /// Something worth counting or showing happened; no I/O needed.
+        case observe(Observation)
+    }
+
+    /// What the dispatcher reports for metrics, logs and the demo's output.
+    public enum Observation: Sendable, Hashable {
+        /// A push reached every token (or they were pruned or dead-lettered):
+        /// the state now on the devices, how many commands it merged, how
+        /// many tokens the activity has and the first few of them.
+        case pushCompleted(ActivityState, commands: Int, tokens: Int, sample: [DeviceToken])
+        case deadLettered(DeadLetter)
+        case tokenRemoved(ActivityID, DeviceToken, reason: String)
+        case activityExpired(ActivityID, reason: String)
     }
 
     /// A record as read from `commands` or `tokens`.
@@ -335,6 +348,7 @@ public struct PartitionDispatcher: Sendable {
         var actions: [Action] = []
         for expiry in coalescer.expire(now: now) {
             let activity = expiry.activityID
+            actions.append(.observe(.activityExpired(activity, reason: expiry.reason.rawValue)))
             actions.append(.produce(Produce(topic: .state, key: activity.rawValue, value: nil, partition: partition, ticket: issueTicket(.nothing))))
             for registration in (registrations.removeValue(forKey: activity) ?? [:]).values.sorted(by: { $0.token < $1.token }) {
                 actions.append(.produce(Produce(topic: .tokenStore, key: registration.storeKey, value: nil, partition: partition, ticket: issueTicket(.nothing))))
@@ -405,7 +419,10 @@ public struct PartitionDispatcher: Sendable {
             origin: .init(topic: configuration.topic(topic), partition: partition, offset: record.offset, key: record.keyText, value: record.valueText),
             deadLetteredAt: now)
         let ticket = issueTicket(.completeOffsets(topic, [record.offset]))
-        return [.produce(Produce(topic: .deadLetters, key: record.keyText ?? activityID?.rawValue ?? "", value: letter.json.serialized(), partition: nil, ticket: ticket))]
+        return [
+            .produce(Produce(topic: .deadLetters, key: record.keyText ?? activityID?.rawValue ?? "", value: letter.json.serialized(), partition: nil, ticket: ticket)),
+            .observe(.deadLettered(letter)),
+        ]
     }
 
     private mutating func publish(_ flush: Coalescer.Flush, now: UnixTime) -> [Action] {
@@ -421,6 +438,7 @@ public struct PartitionDispatcher: Sendable {
                 deadLetteredAt: now)
             delivery.pendingAcks += 1
             actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.json.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
+            actions.append(.observe(.deadLettered(letter)))
             // The state moved on even though no device can be sent it.
             delivery.flushes.append(flush)
             delivery.skipped.insert(flush.push.version)
@@ -445,7 +463,8 @@ public struct PartitionDispatcher: Sendable {
                 actions.append(.send(Send(activityID: activity, token: token, environment: environment, push: push, payload: payload)))
             case .wake(let at):
                 actions.append(.scheduleRetry(activity, at: at))
-            case .removeToken(let token, _):
+            case .removeToken(let token, let reason):
+                actions.append(.observe(.tokenRemoved(activity, token, reason: reason)))
                 let registration = registrations[activity]?.removeValue(forKey: token)
                 if registrations[activity]?.isEmpty == true { registrations.removeValue(forKey: activity) }
                 let key = registration?.storeKey ?? "\(activity.rawValue)\u{1F}\(token.hex)"
@@ -459,6 +478,7 @@ public struct PartitionDispatcher: Sendable {
                     deadLetteredAt: now)
                 deliveries[activity]?.pendingAcks += 1
                 actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.json.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
+                actions.append(.observe(.deadLettered(letter)))
             case .completed:
                 break  // read from the fan-out in finishCompletion
             }
@@ -485,6 +505,11 @@ public struct PartitionDispatcher: Sendable {
         deliveries[activity] = delivery
         guard let newest else { return [] }
         let ticket = issueTicket(.snapshot(activity, offsets: offsets))
-        return [.produce(Produce(topic: .state, key: activity.rawValue, value: newest.snapshot.json.serialized(), partition: partition, ticket: ticket))]
+        return [
+            .produce(Produce(topic: .state, key: activity.rawValue, value: newest.snapshot.json.serialized(), partition: partition, ticket: ticket)),
+            .observe(.pushCompleted(
+                newest.snapshot, commands: offsets.count, tokens: delivery.fanOut.tokenCount,
+                sample: registrations[activity].map { Array($0.keys.prefix(4)).sorted() } ?? [])),
+        ]
     }
 }

@@ -1,0 +1,58 @@
+import Foundation
+import LiveDispatchCore
+import Synchronization
+
+/// Prints, as the demo runs, what each activity's Lock Screen would show
+/// after every push, which tokens it reached, how many commands were merged
+/// into it, and every dead letter.
+public final class ConsolePrinter: Sendable {
+    let write: @Sendable (String) -> Void
+    private let started = Mutex(Date())
+
+    public init(write: @escaping @Sendable (String) -> Void) {
+        self.write = write
+    }
+
+    func restartClock() { started.withLock { $0 = Date() } }
+
+    private var elapsed: String {
+        String(format: "%+6.1fs", Date().timeIntervalSince(started.withLock { $0 }))
+    }
+
+    func observe(_ observation: PartitionDispatcher.Observation) {
+        switch observation {
+        case .pushCompleted(let state, let commands, let tokenCount, let sample):
+            let merged = commands == 1 ? "1 command" : "\(commands) commands coalesced"
+            var reached = tokenCount == 1 ? "1 token" : "\(tokenCount) tokens"
+            if !sample.isEmpty {
+                reached += " (" + sample.map { String($0.hex.prefix(8)) + "…" }.joined(separator: ", ") + (tokenCount > sample.count ? ", …" : "") + ")"
+            }
+            let ended = state.isEnded ? " [ended]" : ""
+            write("\(elapsed)  🔒 \(state.activityID)  \(LockScreen.render(state))\(ended)\n           push v\(state.version): \(merged) → \(reached)")
+        case .deadLettered(let letter):
+            write("\(elapsed)  ✗ dead letter \(letter.reason): \(letter.message)")
+        case .tokenRemoved(let activity, let token, let reason):
+            write("\(elapsed)  ✂ token \(token.hex.prefix(8))… of \(activity) removed (\(reason))")
+        case .activityExpired(let activity, let reason):
+            write("\(elapsed)  ⌛ \(activity) expired (\(reason))")
+        }
+    }
+
+    func published(_ step: Scenario.Step) {
+        let what: String
+        switch step.destination {
+        case .domain(let topic):
+            let kind = step.value["type"]?.stringValue ?? step.value["status"]?.stringValue ?? "event"
+            what = "event \(topic) \(kind)"
+        case .internalTopic(let topic):
+            let action = step.value["action"]?.stringValue ?? "register"
+            let token = step.value["token"]?.stringValue.map { String($0.prefix(8)) + "…" } ?? ""
+            what = topic == .tokens ? "token \(action) \(token)" : "record \(topic.rawValue)"
+        }
+        write("\(elapsed)  → \(what) (key \(step.key ?? "none"))")
+    }
+
+    func note(_ text: String) {
+        write("\(elapsed)  \(text)")
+    }
+}

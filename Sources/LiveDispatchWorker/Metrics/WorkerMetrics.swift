@@ -1,0 +1,63 @@
+import APNs
+import CoreMetrics
+import LiveDispatchCore
+
+/// The worker's own metrics (APNs client metrics come from the pool):
+/// records consumed, commands routed, pushes and their outcomes, coalescing,
+/// dead letters by reason, back-pressure and assignment.
+public struct WorkerMetrics: Sendable {
+    let factory: any MetricsFactory
+
+    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
+    }
+
+    private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Counter {
+        Counter(label: label, dimensions: dimensions, factory: factory)
+    }
+
+    func recordConsumed(_ topic: String) {
+        counter("livedispatch_records_consumed_total", [("topic", topic)]).increment()
+    }
+
+    func eventRouted(_ outcome: String) {
+        counter("livedispatch_router_events_total", [("outcome", outcome)]).increment()
+    }
+
+    func pushSent(_ outcome: APNsOutcome, seconds: Double) {
+        counter("livedispatch_pushes_total", [("outcome", outcome.label)]).increment()
+        Timer(label: "livedispatch_push_duration_seconds", dimensions: [], factory: factory)
+            .recordNanoseconds(Int64(seconds * 1e9))
+    }
+
+    func observe(_ observation: PartitionDispatcher.Observation) {
+        switch observation {
+        case .pushCompleted(_, let commands, _, _):
+            counter("livedispatch_activity_pushes_completed_total").increment()
+            counter("livedispatch_commands_dispatched_total").increment(by: commands)
+            Recorder(label: "livedispatch_commands_per_push", dimensions: [], aggregate: true, factory: factory).record(commands)
+        case .deadLettered(let letter):
+            counter("livedispatch_dead_letters_total", [("reason", letter.reason.rawValue)]).increment()
+        case .tokenRemoved:
+            counter("livedispatch_tokens_removed_total").increment()
+        case .activityExpired(_, let reason):
+            counter("livedispatch_activities_expired_total", [("reason", reason)]).increment()
+        }
+    }
+
+    func deadLettered(_ reason: DeadLetterReason) {
+        counter("livedispatch_dead_letters_total", [("reason", reason.rawValue)]).increment()
+    }
+
+    func paused(_ isPaused: Bool) {
+        Gauge(label: "livedispatch_consumer_paused", dimensions: [], factory: factory).record(isPaused ? 1 : 0)
+    }
+
+    func assignedPartitions(_ count: Int) {
+        Gauge(label: "livedispatch_assigned_partitions", dimensions: [], factory: factory).record(count)
+    }
+
+    func backlog(_ count: Int) {
+        Gauge(label: "livedispatch_records_in_progress", dimensions: [], factory: factory).record(count)
+    }
+}

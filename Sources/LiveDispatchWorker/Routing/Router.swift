@@ -1,0 +1,251 @@
+import Foundation
+import Kafka
+import LiveDispatchCore
+import LiveDispatchRules
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The router stage: consumes the domain topics the rules read (group
+/// `<group_id>.router`), evaluates the rules in force and writes one
+/// `ActivityCommand` per matched activity to `commands`, keyed by activity
+/// id so every command of an activity lands in one partition. Events that
+/// fail (not JSON, too large, a rule error) go to `dead-letters` with the
+/// rule, the reason and the original record. An event's offset is committed
+/// once everything it produced is acknowledged.
+public final class Router: Service, Sendable {
+    public typealias Observer = @Sendable (DeadLetter) -> Void
+
+    struct State: Sendable {
+        var tracker = OffsetTracker()
+        var gate: BackpressureGate
+        var draining = false
+    }
+
+    let configuration: WorkerConfiguration
+    let rules: RuleSetStore
+    let consumer: KafkaConsumer
+    let producer: KafkaProducer
+    let logger: Logger
+    let metrics: WorkerMetrics
+    let observer: Observer?
+    let topics: [String]
+    private let state: Mutex<State>
+    private let jobs: AsyncStream<@Sendable () async -> Void>
+    private let jobSink: AsyncStream<@Sendable () async -> Void>.Continuation
+
+    public init(
+        configuration: WorkerConfiguration, rules: RuleSetStore, client: KafkaClientConfiguration, producer: KafkaProducer,
+        logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil
+    ) throws(KafkaError) {
+        self.configuration = configuration
+        self.rules = rules
+        self.topics = rules.current.topics.sorted()
+        var consumerConfiguration = KafkaConsumerConfiguration(client: client, groupID: configuration.kafka.groupID + ".router")
+        consumerConfiguration.offsetReset = .earliest
+        consumerConfiguration.client.properties = WorkerConfiguration.lowLatencyConsumerProperties.merging(client.properties) { _, given in given }
+        consumerConfiguration.groupInstanceID = configuration.kafka.instanceID.isEmpty ? nil : configuration.kafka.instanceID + ".router"
+        self.consumer = try KafkaConsumer(configuration: consumerConfiguration, topics: topics, logger: logger)
+        self.producer = producer
+        self.logger = logger
+        self.metrics = metrics
+        self.observer = observer
+        self.state = Mutex(State(gate: BackpressureGate(
+            highWatermark: configuration.backpressure.highWatermark, lowWatermark: configuration.backpressure.lowWatermark)))
+        (jobs, jobSink) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self, bufferingPolicy: .unbounded)
+    }
+
+    public func run() async throws {
+        try await withGracefulShutdownHandler {
+            try await withThrowingDiscardingTaskGroup { group in
+                group.addTask {
+                    try await withTaskCancellationHandler {
+                        try await self.consumer.run()
+                    } onCancel: {
+                        self.consumer.close()
+                    }
+                }
+                group.addTask {
+                    for await event in self.consumer.events { self.handle(event) }
+                    self.jobSink.finish()
+                }
+                if configuration.rules.reloadInterval > 0 {
+                    group.addTask { await self.reloadLoop() }
+                }
+                for await job in jobs { group.addTask { await job() } }
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            self.jobSink.yield { [self] in
+                await drain()
+                consumer.close()
+            }
+        }
+    }
+
+    func handle(_ event: KafkaConsumerEvent) {
+        switch event {
+        case .assigned(let partitions):
+            state.withLock { state in
+                for partition in partitions { state.tracker.assign(.init(topic: partition.topic, number: partition.partition)) }
+            }
+        case .revoked(let partitions, _):
+            state.withLock { state in
+                for partition in partitions { state.tracker.revoke(.init(topic: partition.topic, number: partition.partition)) }
+            }
+        case .record(let record):
+            route(record)
+        }
+    }
+
+    /// Evaluates one event and enqueues what it produces, in event order.
+    func route(_ record: KafkaRecord) {
+        let now = UnixTime(seconds: Date().timeIntervalSince1970)
+        let tracked = OffsetTracker.Partition(topic: record.topic, number: record.partition)
+        metrics.recordConsumed(record.topic)
+        let outputs = outputs(for: record, now: now)
+        var deliveries: [KafkaPendingDelivery] = []
+        var failed: KafkaError?
+        let gate: BackpressureGate.Action = state.withLock { state in
+            try? state.tracker.read(tracked, offset: record.offset)
+            // Enqueued under the lock so that records keep the order of their events.
+            for output in outputs {
+                do throws(KafkaError) {
+                    deliveries.append(try producer.enqueue(topic: output.topic, key: output.key, value: output.value))
+                } catch {
+                    failed = error
+                }
+            }
+            return state.gate.update(outstanding: state.tracker.outstanding)
+        }
+        applyBackpressure(gate)
+        jobSink.yield { [self, deliveries, failed] in
+            var error = failed
+            for delivery in deliveries {
+                do throws(KafkaError) { _ = try await delivery.wait() } catch let failure { error = failure }
+            }
+            if let error {
+                // Not acknowledged: leave the offset uncommitted so the event is routed again after a restart.
+                logger.error("Writing a routed command failed; the event stays uncommitted", metadata: [
+                    "kafka.topic": "\(record.topic)", "kafka.partition": "\(record.partition)", "kafka.offset": "\(record.offset)",
+                    "kafka.error": "\(error)",
+                ])
+                return
+            }
+            complete(tracked, offset: record.offset)
+        }
+    }
+
+    struct Output {
+        var topic: String
+        var key: [UInt8]?
+        var value: [UInt8]
+    }
+
+    /// The commands and dead letters one event turns into.
+    func outputs(for record: KafkaRecord, now: UnixTime) -> [Output] {
+        let timestamp = record.timestampMilliseconds.map { UnixTime(seconds: Double($0) / 1000) } ?? now
+        let keyText = record.key.map { String(decoding: $0, as: UTF8.self) }
+        let value = record.value ?? []
+        func deadLetter(_ reason: DeadLetterReason, _ message: String, rule: String?) -> Output {
+            let letter = DeadLetter(
+                reason: reason, message: message, rule: rule,
+                origin: .init(topic: record.topic, partition: record.partition, offset: record.offset, key: keyText, value: String(validating: value, as: UTF8.self)),
+                deadLetteredAt: now)
+            metrics.deadLettered(reason)
+            observer?(letter)
+            return Output(topic: configuration.topic(.deadLetters), key: record.key, value: letter.json.serialized())
+        }
+        if value.count > configuration.limits.maxEventBytes {
+            metrics.eventRouted("too_large")
+            return [deadLetter(.invalidJSON, "event is \(value.count) bytes, over limits.max_event_bytes (\(configuration.limits.maxEventBytes))", rule: nil)]
+        }
+        var headers: [String: String] = [:]
+        for header in record.headers { headers[header.key] = header.value.map { String(decoding: $0, as: UTF8.self) } ?? "" }
+        var outputs: [Output] = []
+        for outcome in rules.current.evaluate(
+            topic: record.topic, partition: record.partition, offset: record.offset, key: keyText, headers: headers,
+            timestamp: timestamp, value: value, now: now)
+        {
+            switch outcome {
+            case .command(let command):
+                metrics.eventRouted("command")
+                outputs.append(Output(topic: configuration.topic(.commands), key: Array(command.activityID.rawValue.utf8), value: command.json.serialized()))
+            case .failure(let failure):
+                metrics.eventRouted("failure")
+                let reason: DeadLetterReason = failure.code == .invalidEvent ? .invalidJSON : .ruleError
+                outputs.append(deadLetter(reason, failure.description, rule: failure.rule))
+            case .noMatch:
+                metrics.eventRouted("no_match")
+            }
+        }
+        return outputs
+    }
+
+    private func complete(_ partition: OffsetTracker.Partition, offset: Int64) {
+        let (commit, gate) = state.withLock { state in
+            let commit = try? state.tracker.complete(partition, offset: offset)
+            return (commit, state.gate.update(outstanding: state.tracker.outstanding))
+        }
+        if let commit = commit ?? nil {
+            let topicPartition = TopicPartition(topic: partition.topic, partition: partition.number)
+            try? consumer.storeOffsets([KafkaCommitOffset(topicPartition: topicPartition, offset: commit.offset)])
+        }
+        applyBackpressure(gate)
+    }
+
+    private func applyBackpressure(_ action: BackpressureGate.Action) {
+        switch action {
+        case .none: return
+        case .pause: try? consumer.pause(Array(consumer.assignment))
+        case .resume: try? consumer.resume(Array(consumer.assignment))
+        }
+    }
+
+    /// Checks the rules directory and swaps in a changed, valid rule set.
+    private func reloadLoop() async {
+        var fingerprint = RuleDirectoryFingerprint(directory: configuration.rules.path)
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(configuration.rules.reloadInterval))
+            let current = RuleDirectoryFingerprint(directory: configuration.rules.path)
+            guard current != fingerprint else { continue }
+            fingerprint = current
+            switch rules.reload(from: configuration.rules.path) {
+            case .success(let ruleSet):
+                logger.notice("Rules reloaded", metadata: ["rules.count": "\(ruleSet.ruleNames.count)", "rules.generation": "\(rules.generation)"])
+                let added = ruleSet.topics.subtracting(topics)
+                if !added.isEmpty {
+                    logger.warning("Reloaded rules read topics this worker does not consume yet; restart to subscribe", metadata: ["rules.new_topics": "\(added.sorted())"])
+                }
+            case .failure(let error):
+                logger.error("Rules not reloaded: the new files have problems; the previous rules stay in force", metadata: ["rules.problems": "\(error)"])
+            }
+        }
+    }
+
+    private func drain() async {
+        let partitions = Array(consumer.assignment)
+        try? consumer.pause(partitions)
+        let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
+        while ContinuousClock.now < deadline, state.withLock({ $0.tracker.outstanding }) > 0 {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+/// Names, sizes and modification times of a rules directory's files: a
+/// change of any means the rules may have changed.
+struct RuleDirectoryFingerprint: Equatable {
+    var entries: [String]
+
+    init(directory: String) {
+        let manager = FileManager.default
+        let names = ((try? manager.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }.sorted()
+        entries = names.map { name in
+            let attributes = try? manager.attributesOfItem(atPath: (directory as NSString).appendingPathComponent(name))
+            let size = (attributes?[.size] as? NSNumber)?.intValue ?? -1
+            let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+            return "\(name):\(size):\(modified)"
+        }
+    }
+}

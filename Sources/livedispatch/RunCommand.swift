@@ -1,0 +1,75 @@
+import ArgumentParser
+import Foundation
+import LiveDispatchWorker
+import Logging
+import Metrics
+import Prometheus
+
+/// `livedispatch run`: the worker.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run the worker: route domain events through the rules and keep Live Activities current over APNs.",
+        discussion: """
+            Reads the configuration file (every key documented in it), applies LIVEDISPATCH_* \
+            environment overrides, checks the topics and runs until SIGTERM or SIGINT, then shuts down \
+            gracefully: stop consuming, finish in-flight pushes, commit, leave the group. \
+            With kafka.bootstrap: embedded and apns.endpoint: simulator (the shipped defaults) it needs \
+            nothing else running. --replay publishes scenario files (Config/examples) and prints what \
+            each activity's Lock Screen shows as pushes complete.
+            """
+    )
+
+    @Option(name: .shortAndLong, help: "Configuration file.")
+    var config = "Config/livedispatch.yaml"
+
+    @Option(help: "Scenario file or directory of *.jsonl files to publish while running.")
+    var replay: String?
+
+    @Flag(help: "With --replay: stop once the scenario is published and everything it caused is done.")
+    var exitAfterReplay = false
+
+    @Option(help: "With apns.endpoint: simulator, write every push the simulator accepts to this JSONL file.")
+    var simulatorRecord: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default: info; notice with --replay).")
+    var logLevel: String?
+
+    func run() async throws {
+        let level = logLevel.flatMap(Logger.Level.init(rawValue:))
+            ?? ProcessInfo.processInfo.environment["LIVEDISPATCH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
+            ?? (replay == nil ? .info : .warning)
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        let logger = Logger(label: "livedispatch")
+
+        let configuration: WorkerConfiguration
+        do {
+            configuration = try WorkerConfiguration.load(path: config)
+        } catch {
+            FileHandle.standardError.write(Data("error: the configuration is not valid:\n\(error)\n".utf8))
+            throw ExitCode.failure
+        }
+        let printLine: @Sendable (String) -> Void = { line in
+            FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        }
+        let console = replay == nil ? nil : printLine
+        let worker: Worker
+        do {
+            worker = try await Worker.start(
+                configuration: configuration,
+                options: .init(replay: replay, exitAfterReplay: exitAfterReplay, console: console, simulatorRecordFile: simulatorRecord),
+                logger: logger, admin: { registry.emitToBuffer() })
+        } catch {
+            FileHandle.standardError.write(Data("error: the worker cannot start: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+        FileHandle.standardOutput.write(Data("livedispatch: running (kafka \(worker.bootstrapServers), group \(configuration.kafka.groupID))\n".utf8))
+        try await worker.run()
+    }
+}
