@@ -145,22 +145,24 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         let buffer: BoundedEventBuffer<KafkaConsumerEvent>
-        private var batch: [KafkaConsumerEvent] = []
-        private var index = 0
+        /// The current batch, reversed so events are moved out from its end without copies.
+        private var reversedBatch: [KafkaConsumerEvent] = []
 
         init(buffer: BoundedEventBuffer<KafkaConsumerEvent>) {
             self.buffer = buffer
         }
 
         public mutating func next() async -> KafkaConsumerEvent? {
-            if index < batch.count {
-                defer { index += 1 }
-                return batch[index]
-            }
-            guard let next = await buffer.next(), !next.isEmpty else { return nil }
-            batch = next
-            index = 1
-            return next[0]
+            await next(isolation: nil)
+        }
+
+        /// Stays on the caller's executor for events already taken from the buffer.
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> KafkaConsumerEvent? {
+            if let event = reversedBatch.popLast() { return event }
+            guard var next = await buffer.next(), !next.isEmpty else { return nil }
+            next.reverse()
+            reversedBatch = consume next
+            return reversedBatch.popLast()
         }
     }
 }

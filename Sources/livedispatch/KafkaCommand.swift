@@ -92,12 +92,21 @@ struct KafkaCommand: AsyncParsableCommand {
         @Flag(help: "Store each record's offset, as the worker does.")
         var storeOffsets = false
 
+        @Option(name: .customLong("property"), help: "A raw librdkafka property, as name=value (repeatable).")
+        var properties: [String] = []
+
         @Flag(help: "Log librdkafka's informational messages to standard error.")
         var verbose = false
 
         func run() async throws {
             let logger = KafkaCommand.logger("livedispatch.kafka.bench", verbose: verbose)
-            let client = KafkaClientConfiguration(bootstrapServers: [bootstrapServers], clientID: "livedispatch-bench")
+            var client = KafkaClientConfiguration(bootstrapServers: [bootstrapServers], clientID: "livedispatch-bench")
+            for property in properties {
+                guard let equals = property.firstIndex(of: "=") else {
+                    throw ValidationError("--property takes name=value, got '\(property)'")
+                }
+                client.properties[String(property[..<equals])] = String(property[property.index(after: equals)...])
+            }
             if produce {
                 let started = ContinuousClock.now
                 try await produceRecords(client: client, logger: logger)
@@ -107,32 +116,42 @@ struct KafkaCommand: AsyncParsableCommand {
             var configuration = KafkaConsumerConfiguration(
                 client: client, groupID: "livedispatch-bench-\(UUID().uuidString.prefix(8))",
                 sessionTimeout: .seconds(6), heartbeatInterval: .milliseconds(500), autoCommitInterval: nil)
-            configuration.client.properties["fetch.wait.max.ms"] = "10"
             let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: logger)
             let started = ContinuousClock.now
-            var firstRecord: ContinuousClock.Instant?
+            var assignedAt: ContinuousClock.Instant?
+            var firstRecordAt: ContinuousClock.Instant?
             var count = 0
             var bytes = 0
+            // Read the options once: property wrappers are not free in a hot loop.
+            let target = records
+            let store = storeOffsets
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await consumer.run() }
                 for await event in consumer.events {
-                    guard case .record(let record) = event else { continue }
-                    if firstRecord == nil { firstRecord = .now }
+                    guard case .record(let record) = event else {
+                        if case .assigned = event, assignedAt == nil { assignedAt = .now }
+                        continue
+                    }
+                    if count == 0 { firstRecordAt = .now }
                     count += 1
                     bytes += record.value?.count ?? 0
-                    if storeOffsets { try consumer.storeOffset(record) }
-                    if count >= records { break }
+                    if store { try consumer.storeOffset(record) }
+                    if count >= target { break }
                 }
                 let finished = ContinuousClock.now
                 consumer.close()
                 try await group.waitForAll()
                 let total = (finished - started).seconds
-                let steady = (finished - (firstRecord ?? started)).seconds
+                let assigned = assignedAt ?? started
+                let first = firstRecordAt ?? finished
+                let steady = (finished - first).seconds
                 print("records: \(count)")
                 print("bytes: \(bytes)")
-                print("time-to-first-record-seconds: \(format((firstRecord ?? finished) - started))")
-                print("consume-seconds: \(format(steady))")
+                print("time-to-assignment-seconds: \(format(assigned - started))")
+                print("assignment-to-first-record-seconds: \(format(first - assigned))")
+                print("first-to-last-record-seconds: \(format(steady))")
                 print("records-per-second: \(format(Double(count) / steady))")
+                print("records-per-second-from-assignment: \(format(Double(count) / (finished - assigned).seconds))")
                 print("total-seconds: \(format(total))")
                 print("records-per-second-including-join: \(format(Double(count) / total))")
             }

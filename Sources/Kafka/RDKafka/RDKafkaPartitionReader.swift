@@ -62,7 +62,7 @@ final class RDKafkaPartitionReader: Sendable {
             ])
             return
         }
-        var topicNames: [OpaquePointer: String] = [:]
+        var topicNames = RDKafkaMessage.TopicNames()
         var pending: [KafkaRecord] = []
         var caughtUp = false
         while !caughtUp {
