@@ -24,12 +24,15 @@ public struct KafkaClientConfiguration: Sendable {
         self.properties = properties
     }
 
-    var librdkafkaProperties: [String: String] {
-        [
+    /// Every librdkafka property this configuration sets, raw ones last.
+    public var librdkafkaProperties: [String: String] {
+        var properties = [
             "bootstrap.servers": bootstrapServers.joined(separator: ","),
             "client.id": clientID,
             "allow.auto.create.topics": allowAutoCreateTopics ? "true" : "false",
         ]
+        properties.merge(self.properties) { _, raw in raw }
+        return properties
     }
 }
 

@@ -113,7 +113,7 @@ struct KafkaCommand: AsyncParsableCommand {
                 let seconds = (ContinuousClock.now - started).seconds
                 print("produced: \(records) in \(format(seconds)) s (\(format(Double(records) / seconds)) records/s)")
             }
-            var configuration = KafkaConsumerConfiguration(
+            let configuration = KafkaConsumerConfiguration(
                 client: client, groupID: "livedispatch-bench-\(UUID().uuidString.prefix(8))",
                 sessionTimeout: .seconds(6), heartbeatInterval: .milliseconds(500), autoCommitInterval: nil)
             let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: logger)

@@ -44,7 +44,7 @@ struct KafkaInteropTests {
                 if case .record(let record) = event { received.withLock { $0.append(record) } }
             }
         }
-        try await waitFor("the records kcat produced", timeout: .seconds(60)) {
+        _ = try await waitFor("the records kcat produced", timeout: .seconds(60)) {
             received.withLock { $0.count } >= 20 ? true : nil
         }
         let records = received.withLock { $0 }

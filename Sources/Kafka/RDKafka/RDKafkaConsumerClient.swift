@@ -69,7 +69,9 @@ final class RDKafkaConsumerClient: Sendable {
     }
 
     func subscribe(_ topics: [String]) throws(KafkaError) {
-        let list = rd_kafka_topic_partition_list_new(Int32(max(1, topics.count)))!
+        // librdkafka aborts on allocation failure: the list is never NULL.
+        let list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t> = rd_kafka_topic_partition_list_new(
+            Int32(max(1, topics.count)))
         defer { rd_kafka_topic_partition_list_destroy(list) }
         for topic in topics { rd_kafka_topic_partition_list_add(list, topic, RD_KAFKA_PARTITION_UA) }
         let error = rd_kafka_subscribe(handle.pointer, list)
