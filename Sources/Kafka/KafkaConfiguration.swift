@@ -164,6 +164,11 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// Every librdkafka property this configuration sets, raw ones last.
     public var librdkafkaProperties: [String: String] {
         var properties = client.librdkafkaProperties
+        if !client.allowAutoCreateTopics && client.properties["allow.auto.create.topics"] == nil {
+            // Already librdkafka's consumer default; setting it explicitly makes
+            // librdkafka warn on every metadata request to brokers older than 0.11.
+            properties["allow.auto.create.topics"] = nil
+        }
         properties["group.id"] = groupID
         if let groupInstanceID { properties["group.instance.id"] = groupInstanceID }
         properties["session.timeout.ms"] = String(sessionTimeout.milliseconds)

@@ -9,7 +9,7 @@ struct KafkaCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kafka",
         abstract: "Kafka tools: an embedded cluster and a consume benchmark.",
-        subcommands: [Embedded.self, BenchConsume.self]
+        subcommands: [Embedded.self, Consume.self, BenchConsume.self]
     )
 
     /// A topic given as `name:partitions`.
@@ -65,6 +65,69 @@ struct KafkaCommand: AsyncParsableCommand {
                 break
             }
             withExtendedLifetime(cluster) {}
+        }
+    }
+
+    struct Consume: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Consume topics in a group and print one line per record until SIGTERM or SIGINT.",
+            discussion: """
+                Lines are `assigned <topic>[<partition>] …`, `revoked …` and
+                `record <topic> <partition> <offset> <key> <value>` (keys and values as UTF-8,
+                `null` when absent). With --commit, each printed record's offset is stored and committed.
+                """
+        )
+
+        @Option(help: "bootstrap.servers of the cluster.")
+        var bootstrapServers: String
+
+        @Option(help: "Consumer group id.")
+        var group: String
+
+        @Option(name: .customLong("topic"), help: "A topic to consume (repeatable).")
+        var topics: [String]
+
+        @Flag(help: "Store and commit the offsets of printed records.")
+        var commit = false
+
+        @Option(help: "session.timeout.ms of the group member.")
+        var sessionTimeoutMs: Int = 45_000
+
+        func run() async throws {
+            let logger = KafkaCommand.logger("livedispatch.kafka.consume", verbose: false)
+            let configuration = KafkaConsumerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [bootstrapServers], clientID: "livedispatch-consume"),
+                groupID: group, sessionTimeout: .milliseconds(Int64(sessionTimeoutMs)),
+                heartbeatInterval: .milliseconds(Int64(max(100, sessionTimeoutMs / 10))),
+                autoCommitInterval: commit ? .seconds(1) : nil)
+            let consumer = try KafkaConsumer(configuration: configuration, topics: topics, logger: logger)
+            let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+            let store = commit
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await consumer.run() }
+                group.addTask {
+                    for await _ in signals {
+                        consumer.close()
+                        break
+                    }
+                }
+                for await event in consumer.events {
+                    let line: String
+                    switch event {
+                    case .assigned(let partitions):
+                        line = "assigned " + partitions.map(\.description).joined(separator: " ")
+                    case .revoked(let partitions, let lost):
+                        line = "revoked " + partitions.map(\.description).joined(separator: " ") + (lost ? " lost" : "")
+                    case .record(let record):
+                        let key = record.key.map { String(decoding: $0, as: UTF8.self) } ?? "null"
+                        let value = record.value.map { String(decoding: $0, as: UTF8.self) } ?? "null"
+                        line = "record \(record.topic) \(record.partition) \(record.offset) \(key) \(value)"
+                        if store { try consumer.storeOffset(record) }
+                    }
+                    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+                }
+                group.cancelAll()
+            }
         }
     }
 

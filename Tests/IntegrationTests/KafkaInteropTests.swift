@@ -82,3 +82,55 @@ struct KafkaInteropTests {
         #expect(status == 0)
     }
 }
+
+/// A group member killed with SIGKILL, as a crashed worker would be.
+@Suite("Kafka at-least-once across a crashed consumer process")
+struct KafkaCrashTests {
+    @Test func recordsOfAKilledMemberAreDeliveredToTheSurvivor() async throws {
+        let cluster = try BackgroundProcess(["kafka", "embedded", "--brokers", "1", "--topic", "crash:2"])
+        let line = try await cluster.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("bootstrap: ") }
+        let bootstrap = String(line.dropFirst("bootstrap: ".count))
+        let client = KafkaClientConfiguration(bootstrapServers: [bootstrap], clientID: "crash")
+        let producer = try KafkaProducer(configuration: KafkaProducerConfiguration(client: client), logger: KafkaInteropTests.logger())
+        var expected: Set<String> = []
+        for index in 0..<40 {
+            let report = try await producer.send(topic: "crash", key: Array("k-\(index)".utf8), value: Array("v-\(index)".utf8))
+            expected.insert("\(report.partition)/\(report.offset)")
+        }
+
+        // The doomed member reads everything, commits nothing, and is killed.
+        let doomed = try BackgroundProcess([
+            "kafka", "consume", "--bootstrap-servers", bootstrap, "--group", "crash-group", "--topic", "crash",
+            "--session-timeout-ms", "6000",
+        ])
+        _ = try await waitFor("the doomed member to read every record", timeout: .seconds(60)) {
+            doomed.standardOutputLines.filter { $0.hasPrefix("record ") }.count >= 40 ? true : nil
+        }
+        let status = try await doomed.stop(signal: SIGKILL)
+        #expect(status == SIGKILL)
+
+        // The survivor joins the same group: once the dead member's session
+        // expires, it gets both partitions from the start again.
+        let survivor = try KafkaConsumer(
+            configuration: KafkaConsumerConfiguration(
+                client: client, groupID: "crash-group", sessionTimeout: .seconds(6),
+                heartbeatInterval: .milliseconds(300), autoCommitInterval: nil),
+            topics: ["crash"], logger: KafkaInteropTests.logger())
+        let seen = Mutex<Set<String>>([])
+        let service = Task { try await survivor.run() }
+        let reader = Task {
+            for await event in survivor.events {
+                if case .record(let record) = event {
+                    _ = seen.withLock { $0.insert("\(record.partition)/\(record.offset)") }
+                }
+            }
+        }
+        _ = try await waitFor("the survivor to get the records again", timeout: .seconds(90)) {
+            seen.withLock { $0 }.isSuperset(of: expected) ? true : nil
+        }
+        survivor.close()
+        try await service.value
+        await reader.value
+        #expect(try await cluster.stop() == 0)
+    }
+}
