@@ -43,7 +43,7 @@ final class RDKafkaConsumerClient: Sendable {
                 if let handler = context.rebalanceHandler.withLock({ $0 }) {
                     handler(handle, error, partitions)
                 } else {
-                    _ = rd_kafka_assign(handle, nil)
+                    RDKafkaConsumerClient.unassign(handle, error: error, partitions: partitions)
                 }
             }
             rd_kafka_conf_set_offset_commit_cb(configuration) { handle, error, _, opaque in
@@ -63,8 +63,27 @@ final class RDKafkaConsumerClient: Sendable {
         rd_kafka_poll_set_consumer(handle.pointer)
         context.rebalanceHandler.withLock { handler in
             handler = { [weak self] handle, error, partitions in
-                self?.rebalance(handle: handle, error: error, partitions: partitions)
+                if let self {
+                    self.rebalance(handle: handle, error: error, partitions: partitions)
+                } else {
+                    RDKafkaConsumerClient.unassign(handle, error: error, partitions: partitions)
+                }
             }
+        }
+    }
+
+    /// Keeps librdkafka's rebalance going when no consumer is left to hear
+    /// about it: assignments are refused, revocations accepted.
+    private static func unassign(
+        _ handle: OpaquePointer, error: rd_kafka_resp_err_t,
+        partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+    ) {
+        if String(cString: rd_kafka_rebalance_protocol(handle)) == "COOPERATIVE" {
+            if error == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS, let failure = rd_kafka_incremental_unassign(handle, partitions) {
+                rd_kafka_error_destroy(failure)
+            }
+        } else {
+            _ = rd_kafka_assign(handle, nil)
         }
     }
 
