@@ -80,4 +80,22 @@ struct FaultToleranceTests {
         #expect(try await harness.consumer.committedOffsets(for: partitions) == endOffsets(reports))
         try await harness.stop()
     }
+
+    @Test func clearedErrorsAreNotServedAndSlowBrokersStillDeliver() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let topic = uniqueName("slow")
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+        try await producer.send(topic: topic, key: nil, value: [0])
+
+        // A queued non-retriable error would fail the next send; cleared, it never comes.
+        cluster.pushRequestErrors(.produce, [KafkaProtocolError(rawValue: 2)])
+        cluster.clearRequestErrors(.produce)
+        #expect(try await producer.send(topic: topic, key: nil, value: [1]).offset == 1)
+
+        try cluster.setRoundTripTime(.milliseconds(300), broker: 1)
+        #expect(try await producer.send(topic: topic, key: nil, value: [2]).offset == 2)
+        try cluster.setRoundTripTime(.zero, broker: 1)
+        #expect(throws: KafkaError.self) { try cluster.setBrokerDown(42) }
+    }
 }
