@@ -17,6 +17,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // C boundaries: system libraries found by pkg-config.
@@ -29,6 +31,17 @@ let package = Package(
             name: "CNghttp2",
             pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"])]
+        ),
+
+        // Kafka through librdkafka: producer, group consumer, metadata, embedded mock cluster.
+        .target(
+            name: "Kafka",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
         ),
 
         // Domain values and the pure state machines.
@@ -65,7 +78,10 @@ let package = Package(
                 "LiveDispatchCore",
                 "LiveDispatchRules",
                 "LiveDispatchWorker",
+                "Kafka",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -87,8 +103,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "KafkaTests",
+            dependencies: [
+                "Kafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LiveDispatchCore", "livedispatch"],
+            dependencies: ["LiveDispatchCore", "livedispatch", "Kafka"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,0 +1,55 @@
+import Logging
+
+/// Reads one partition of a (compacted) topic from its beginning up to its
+/// end offset at the time of the call, the way the worker restores its
+/// stores from changelog topics. It uses its own non-group consumer
+/// (`assign`), so it never disturbs a consumer group.
+public struct KafkaPartitionReader: Sendable {
+    public var configuration: KafkaClientConfiguration
+    public var logger: Logger
+
+    public init(configuration: KafkaClientConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Calls `body` for every record of `topic`/`partition` below the end
+    /// offset seen when the read starts, in offset order, and returns that end
+    /// offset once caught up. An empty partition returns at once. Fails when
+    /// the end offset cannot be read, or nothing arrives for `timeout`.
+    @discardableResult
+    public func readToEnd(
+        topic: String, partition: Int32, timeout: Duration = .seconds(30),
+        _ body: (KafkaRecord) async throws -> Void
+    ) async throws -> Int64 {
+        let properties = configuration.librdkafkaProperties
+        let reader = try RDKafkaPartitionReader(properties: properties, logger: logger)
+        let buffer = BoundedEventBuffer<RestoreEvent>(capacity: 16)
+        let milliseconds = Int32(clamping: timeout.milliseconds)
+        DedicatedThread.start(name: "kafka-restore") {
+            reader.read(topic: topic, partition: partition, timeoutMilliseconds: milliseconds, into: buffer)
+        }
+        defer { buffer.cancel() }
+        while let events = await buffer.next() {
+            for event in events {
+                switch event {
+                case .records(let records):
+                    for record in records { try await body(record) }
+                case .caughtUp(let endOffset):
+                    return endOffset
+                case .failed(let error):
+                    throw error
+                }
+            }
+        }
+        try Task.checkCancellation()
+        throw KafkaError(code: .restore, message: "the restore read of \(topic)[\(partition)] ended before catching up")
+    }
+
+    /// Every record of the partition up to its end offset, in offset order.
+    public func readAll(topic: String, partition: Int32, timeout: Duration = .seconds(30)) async throws -> [KafkaRecord] {
+        var records: [KafkaRecord] = []
+        try await readToEnd(topic: topic, partition: partition, timeout: timeout) { records.append($0) }
+        return records
+    }
+}

@@ -1,0 +1,116 @@
+import CRdKafka
+import Foundation
+import Logging
+
+/// What the reader thread hands to Swift while reading a partition to its end.
+enum RestoreEvent: Sendable {
+    case records([KafkaRecord])
+    case caughtUp(endOffset: Int64)
+    case failed(KafkaError)
+}
+
+/// Reads one partition from its beginning to the high watermark seen when
+/// the read started, with a non-group `assign` consumer on a dedicated thread.
+final class RDKafkaPartitionReader: Sendable {
+    private let handle: RDKafkaHandle
+    private let logger: Logger
+
+    init(properties: [String: String], logger: Logger) throws(KafkaError) {
+        var properties = properties
+        // A group id is needed for the consumer API; this one never joins or commits.
+        properties["group.id"] = "livedispatch-restore-\(UUID().uuidString.lowercased())"
+        properties["enable.auto.commit"] = "false"
+        properties["enable.auto.offset.store"] = "false"
+        properties["enable.partition.eof"] = "true"
+        properties["auto.offset.reset"] = "earliest"
+        self.handle = try RDKafkaHandle(kind: .consumer, properties: properties, context: RDKafkaClientContext(logger: logger))
+        self.logger = logger
+        rd_kafka_poll_set_consumer(handle.pointer)
+    }
+
+    /// Reads (blocking) and pushes records, then `.caughtUp` or `.failed`; stops early when the reader is gone.
+    func read(topic: String, partition: Int32, timeoutMilliseconds: Int32, into buffer: BoundedEventBuffer<RestoreEvent>) {
+        defer {
+            _ = rd_kafka_consumer_close(handle.pointer)
+            buffer.finish()
+        }
+        let rk = handle.pointer
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let error = rd_kafka_query_watermark_offsets(rk, topic, partition, &low, &high, timeoutMilliseconds)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            buffer.push([
+                .failed(
+                    KafkaError(
+                        code: .restore, message: "could not read the end offset of \(topic)[\(partition)]",
+                        error: error))
+            ])
+            return
+        }
+        guard high > low else {
+            buffer.push([.caughtUp(endOffset: high)])
+            return
+        }
+        let list = RDKafkaPartitionList.make(
+            [TopicPartition(topic: topic, partition: partition)], offsets: [Int64(RD_KAFKA_OFFSET_BEGINNING)])
+        let assignError = rd_kafka_assign(rk, list)
+        rd_kafka_topic_partition_list_destroy(list)
+        guard assignError == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            buffer.push([
+                .failed(
+                    KafkaError(code: .restore, message: "could not assign \(topic)[\(partition)]", error: assignError))
+            ])
+            return
+        }
+        var topicNames = RDKafkaMessage.TopicNames()
+        var pending: [KafkaRecord] = []
+        var caughtUp = false
+        let clock = ContinuousClock()
+        let stallLimit = Duration.milliseconds(Int64(timeoutMilliseconds))
+        var lastProgress = clock.now
+        while !caughtUp {
+            if clock.now - lastProgress > stallLimit {
+                let failure = KafkaError(
+                    code: .restore,
+                    message: "no progress reading \(topic)[\(partition)] for \(stallLimit); is the partition leader reachable?",
+                    isRetryable: true)
+                buffer.push(pending.isEmpty ? [.failed(failure)] : [.records(pending), .failed(failure)])
+                return
+            }
+            if let message = rd_kafka_consumer_poll(rk, 100) {
+                lastProgress = clock.now
+                let raw = message.pointee
+                switch raw.err {
+                case RD_KAFKA_RESP_ERR_NO_ERROR:
+                    if raw.offset < high {
+                        pending.append(RDKafkaMessage.record(from: message, topicNames: &topicNames))
+                    }
+                    caughtUp = raw.offset >= high - 1
+                case RD_KAFKA_RESP_ERR__PARTITION_EOF:
+                    caughtUp = raw.offset >= high
+                case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION,
+                    RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR__FATAL:
+                    let failure = KafkaError(
+                        code: .restore, message: "could not read \(topic)[\(partition)]", error: raw.err)
+                    rd_kafka_message_destroy(message)
+                    buffer.push(pending.isEmpty ? [.failed(failure)] : [.records(pending), .failed(failure)])
+                    return
+                default:
+                    logger.warning(
+                        "Kafka restore read error",
+                        metadata: [
+                            "kafka.topic": "\(topic)", "kafka.partition": "\(partition)",
+                            "kafka.error": "\(String(cString: rd_kafka_err2name(raw.err)))",
+                        ])
+                }
+                rd_kafka_message_destroy(message)
+                if pending.count < 1024 && !caughtUp { continue }
+            }
+            if !pending.isEmpty {
+                guard buffer.push([.records(pending)]) else { return }
+                pending = []
+            }
+        }
+        buffer.push([.caughtUp(endOffset: high)])
+    }
+}

@@ -1,0 +1,43 @@
+import Kafka
+import Testing
+
+@Suite("Restore reads against the embedded cluster")
+struct PartitionReaderTests {
+    @Test func readsAPartitionToItsEndOffset() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let topic = uniqueName("state")
+        try cluster.createTopic(topic, partitions: 3)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+        for index in 0..<50 {
+            // Every fifth record is a tombstone, as a compacted changelog has.
+            try await producer.send(
+                topic: topic, key: Array("activity-\(index % 10)".utf8),
+                value: index % 5 == 4 ? nil : Array("state-\(index)".utf8), partition: 1)
+        }
+        try await producer.send(topic: topic, key: Array("other".utf8), value: [1], partition: 2)
+
+        let reader = KafkaPartitionReader(configuration: cluster.clientConfiguration(), logger: testLogger())
+        var seen: [KafkaRecord] = []
+        let end = try await reader.readToEnd(topic: topic, partition: 1) { seen.append($0) }
+        #expect(end == 50)
+        #expect(seen.map(\.offset) == Array(0..<50))
+        #expect(seen.filter(\.isTombstone).count == 10)
+        #expect(seen[3].value == Array("state-3".utf8))
+        #expect(seen.allSatisfy { $0.partition == 1 && $0.topic == topic })
+
+        // An empty partition returns at once.
+        #expect(try await reader.readAll(topic: topic, partition: 0).isEmpty)
+        // Records produced after the read started are not waited for.
+        #expect(try await reader.readAll(topic: topic, partition: 2).count == 1)
+    }
+
+    @Test func missingPartitionIsReported() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let topic = uniqueName("state")
+        try cluster.createTopic(topic, partitions: 1)
+        let reader = KafkaPartitionReader(configuration: cluster.clientConfiguration(), logger: testLogger())
+        await #expect(throws: KafkaError.self) {
+            try await reader.readAll(topic: topic, partition: 7, timeout: .seconds(5))
+        }
+    }
+}

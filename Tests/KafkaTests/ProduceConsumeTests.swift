@@ -1,0 +1,125 @@
+import Kafka
+import Testing
+
+@Suite("Produce and consume against the embedded cluster")
+struct ProduceConsumeTests {
+    @Test func roundTripKeepsKeysNullKeysHeadersAndTombstones() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let topic = uniqueName("round-trip")
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+
+        let sent: [KafkaRecord] = [
+            KafkaRecord(
+                topic: topic, partition: 0, offset: 0, key: Array("match-42".utf8), value: Array(#"{"a":1}"#.utf8),
+                headers: [
+                    KafkaHeader(key: "trace", value: [1, 2, 3]), KafkaHeader(key: "empty", value: []),
+                    KafkaHeader(key: "null", value: nil), KafkaHeader(key: "trace", value: [4]),
+                ]),
+            KafkaRecord(topic: topic, partition: 0, offset: 1, key: nil, value: Array("no key".utf8)),
+            KafkaRecord(topic: topic, partition: 0, offset: 2, key: Array("match-42".utf8), value: nil),
+            KafkaRecord(topic: topic, partition: 0, offset: 3, key: [], value: []),
+        ]
+        for record in sent {
+            let report = try await producer.send(
+                topic: topic, key: record.key, value: record.value, partition: 0, headers: record.headers)
+            #expect(report == KafkaDeliveryReport(topic: topic, partition: 0, offset: record.offset))
+        }
+
+        let harness = try ConsumerHarness(
+            "round-trip", configuration: fastConsumerConfiguration(cluster: cluster, group: uniqueName("g")),
+            topics: [topic], storeOffsets: true)
+        harness.start()
+        try await waitFor("4 records") { harness.records.count >= 4 ? true : nil }
+        let received = harness.records
+        #expect(received.count == 4)
+        for (got, want) in zip(received, sent) {
+            #expect(got.topic == want.topic)
+            #expect(got.offset == want.offset)
+            #expect(got.key == want.key)
+            #expect(got.value == want.value)
+            #expect(got.headers == want.headers)
+            #expect(got.timestampMilliseconds != nil)
+        }
+        #expect(received[1].key == nil)
+        #expect(received[2].isTombstone)
+        #expect(received[3].value == [])
+        // The assignment came first.
+        #expect(harness.allEvents.first == .assigned([TopicPartition(topic: topic, partition: 0)]))
+        try await harness.stop()
+    }
+
+    @Test func keyedRecordsLandWhereTheJavaPartitionerPutsThem() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 3, logger: testLogger("cluster"))
+        let topic = uniqueName("placement")
+        try cluster.createTopic(topic, partitions: 7)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+        for index in 0..<40 {
+            let key = "activity-\(index)"
+            let report = try await producer.send(topic: topic, key: Array(key.utf8), value: Array("v".utf8))
+            #expect(report.partition == Murmur2Partitioner.partition(forKey: key, partitionCount: 7), "\(key)")
+        }
+    }
+
+    @Test func metadataReportsPartitionCountsAndCreatesTopics() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 2, logger: testLogger("cluster"))
+        try cluster.createTopic("livedispatch.commands", partitions: 6)
+        let admin = try KafkaAdmin(configuration: cluster.clientConfiguration(), logger: testLogger())
+        #expect(try await admin.partitionCount(topic: "livedispatch.commands") == 6)
+        #expect(try await admin.partitionCount(topic: "missing") == nil)
+        try cluster.createTopic("livedispatch.tokens", partitions: 6)
+        try cluster.createTopic("livedispatch.token-store", partitions: 4)
+        #expect(try await admin.requireSamePartitionCount(["livedispatch.commands", "livedispatch.tokens"]) == 6)
+        await #expect {
+            try await admin.requireSamePartitionCount(["livedispatch.commands", "livedispatch.token-store", "gone"])
+        } throws: { error in
+            let message = (error as? KafkaError)?.message ?? ""
+            return message.contains("livedispatch.commands: 6") && message.contains("livedispatch.token-store: 4")
+                && message.contains("gone: missing")
+        }
+        // librdkafka 2.0.2's mock cluster has no controller and does not
+        // implement CreateTopics: the request must fail with librdkafka's own
+        // explanation instead of hanging or pretending to succeed.
+        await #expect {
+            try await admin.createTopics(
+                [KafkaTopicSpecification(name: "livedispatch.state", partitions: 6, config: ["cleanup.policy": "compact"])],
+                timeout: .seconds(2))
+        } throws: { error in
+            guard let error = error as? KafkaError else { return false }
+            return error.code == .topicCreation && error.librdkafkaMessage != nil
+        }
+        #expect(try await admin.createTopics([]) == [])
+    }
+
+    @Test func unknownPropertyIsReportedWithLibrdkafkasText() throws {
+        var configuration = KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: ["127.0.0.1:1"]))
+        configuration.client.properties["no.such.property"] = "1"
+        #expect {
+            _ = try KafkaProducer(configuration: configuration, logger: testLogger())
+        } throws: { error in
+            guard let error = error as? KafkaError else { return false }
+            return error.code == .configuration && error.message.contains("no.such.property")
+                && (error.librdkafkaMessage?.contains("No such configuration property") ?? false)
+        }
+    }
+
+    @Test func typedSettingsMapToLibrdkafkaPropertiesAndRawOnesWin() {
+        var client = KafkaClientConfiguration(bootstrapServers: ["a:9092", "b:9092"], clientID: "worker-1")
+        client.properties["security.protocol"] = "SASL_SSL"
+        client.properties["session.timeout.ms"] = "7000"
+        let consumer = KafkaConsumerConfiguration(client: client, groupID: "livedispatch", groupInstanceID: "pod-1")
+        let properties = consumer.librdkafkaProperties
+        #expect(properties["bootstrap.servers"] == "a:9092,b:9092")
+        #expect(properties["client.id"] == "worker-1")
+        #expect(properties["group.instance.id"] == "pod-1")
+        #expect(properties["partition.assignment.strategy"] == "cooperative-sticky")
+        #expect(properties["enable.auto.offset.store"] == "false")
+        #expect(properties["allow.auto.create.topics"] == nil)  // librdkafka's consumer default: false
+        #expect(properties["security.protocol"] == "SASL_SSL")
+        #expect(properties["session.timeout.ms"] == "7000")
+        let producer = KafkaProducerConfiguration(client: client, linger: .milliseconds(20)).librdkafkaProperties
+        #expect(producer["linger.ms"] == "20")
+        #expect(producer["partitioner"] == "murmur2_random")
+        #expect(producer["allow.auto.create.topics"] == "false")
+    }
+}
