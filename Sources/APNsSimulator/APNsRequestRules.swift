@@ -55,24 +55,31 @@ struct APNsRequestRules: Sendable {
         var collapseID: String?
         var hasDuplicates = false
 
-        init(_ fields: [HeaderField]) {
-            func set(_ slot: inout String?, _ value: String) {
+        /// Reads the fields the rules need; the others stay bytes.
+        init(_ block: HeaderBlock) {
+            func set(_ slot: inout String?, _ index: Int) {
                 if slot != nil { hasDuplicates = true }
-                slot = value
+                slot = block.value(at: index)
             }
-            for field in fields {
-                let value = field.value
-                switch field.name {
-                case ":method": method = value
-                case ":path": path = value
-                case "authorization": set(&authorization, value)
-                case "apns-push-type": set(&pushType, value)
-                case "apns-topic": set(&topic, value)
-                case "apns-priority": set(&priority, value)
-                case "apns-expiration": set(&expiration, value)
-                case "apns-id": set(&apnsID, value)
-                case "apns-collapse-id": set(&collapseID, value)
-                default: continue
+            for index in 0..<block.count {
+                if block.name(at: index, is: ":method") {
+                    method = block.value(at: index)
+                } else if block.name(at: index, is: ":path") {
+                    path = block.value(at: index)
+                } else if block.name(at: index, is: "authorization") {
+                    set(&authorization, index)
+                } else if block.name(at: index, is: "apns-push-type") {
+                    set(&pushType, index)
+                } else if block.name(at: index, is: "apns-topic") {
+                    set(&topic, index)
+                } else if block.name(at: index, is: "apns-priority") {
+                    set(&priority, index)
+                } else if block.name(at: index, is: "apns-expiration") {
+                    set(&expiration, index)
+                } else if block.name(at: index, is: "apns-id") {
+                    set(&apnsID, index)
+                } else if block.name(at: index, is: "apns-collapse-id") {
+                    set(&collapseID, index)
                 }
             }
         }

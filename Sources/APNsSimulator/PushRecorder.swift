@@ -10,10 +10,10 @@ public struct RecordedPush: Sendable, Hashable {
     public var deviceToken: String
     public var apnsID: String
     /// Request headers except `authorization`, pseudo-headers included, in order.
-    public var headerFields: [HeaderField] { receivedFields.filter { $0.name != "authorization" } }
-    /// The headers as received, kept as they are (no copy per push); the
+    public var headerFields: [HeaderField] { receivedFields.fields.filter { $0.name != "authorization" } }
+    /// The headers as received, kept as bytes (no copy per push); the
     /// `authorization` field is never handed out or written.
-    var receivedFields: [HeaderField]
+    var receivedFields: HeaderBlock
     public var payload: [UInt8]
     /// Which connection carried it (from 1, in order of acceptance).
     public var connectionID: Int
@@ -23,7 +23,7 @@ public struct RecordedPush: Sendable, Hashable {
     /// Request headers except `authorization` by name (the first of each).
     public var headers: [String: String] {
         var map: [String: String] = [:]
-        for field in receivedFields where field.name != "authorization" && map[field.name] == nil {
+        for field in receivedFields.fields where field.name != "authorization" && map[field.name] == nil {
             map[field.name] = field.value
         }
         return map
@@ -57,7 +57,7 @@ public struct RecordedPush: Sendable, Hashable {
         key("headers")
         var seen: Set<String> = []
         line.append(UInt8(ascii: "{"))
-        for field in receivedFields where field.name != "authorization" && seen.insert(field.name).inserted {
+        for field in receivedFields.fields where field.name != "authorization" && seen.insert(field.name).inserted {
             if seen.count > 1 { line.append(UInt8(ascii: ",")) }
             JSONLine.appendString(field.name, to: &line)
             line.append(UInt8(ascii: ":"))
@@ -138,7 +138,7 @@ final class PushRecorder: Sendable {
     /// Records a push and returns its sequence number.
     @discardableResult
     func record(
-        deviceToken: String, apnsID: String, headers: [HeaderField], payload: [UInt8],
+        deviceToken: String, apnsID: String, headers: HeaderBlock, payload: [UInt8],
         connectionID: Int, receivedAt: Double
     ) -> Int {
         let push = state.withLock { state -> RecordedPush in
@@ -240,7 +240,6 @@ final class JSONLWriter: Sendable {
         }
     }
 
-    deinit {
-        queue.sync { [handle] in try? handle.close() }
-    }
+    // No deinit: the handle closes itself when released, wherever the last
+    // reference goes (possibly a block on `queue`, which must not wait on it).
 }
