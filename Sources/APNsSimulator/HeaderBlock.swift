@@ -50,6 +50,13 @@ struct HeaderBlock: Sendable, Hashable {
         return true
     }
 
+    func nameBytes(at index: Int) -> ArraySlice<UInt8> { bytes[bounds[index].nameStart..<bounds[index].valueStart] }
+
+    func valueBytes(at index: Int) -> ArraySlice<UInt8> { bytes[bounds[index].valueStart..<bounds[index].valueEnd] }
+
+    /// Whether fields `first` and `second` have the same name.
+    func sameName(_ first: Int, _ second: Int) -> Bool { nameBytes(at: first).elementsEqual(nameBytes(at: second)) }
+
     func name(at index: Int) -> String {
         String(decoding: bytes[bounds[index].nameStart..<bounds[index].valueStart], as: UTF8.self)
     }

@@ -55,13 +55,17 @@ public struct RecordedPush: Sendable, Hashable {
         key("received_at")
         line.append(contentsOf: String(receivedAt).utf8)
         key("headers")
-        var seen: Set<String> = []
         line.append(UInt8(ascii: "{"))
-        for field in receivedFields.fields where field.name != "authorization" && seen.insert(field.name).inserted {
-            if seen.count > 1 { line.append(UInt8(ascii: ",")) }
-            JSONLine.appendString(field.name, to: &line)
+        var written: [Int] = []
+        let block = receivedFields
+        for index in 0..<block.count where !block.name(at: index, is: "authorization") {
+            // The first value of each name, as `headers` gives it.
+            guard !written.contains(where: { block.sameName(index, $0) }) else { continue }
+            if !written.isEmpty { line.append(UInt8(ascii: ",")) }
+            written.append(index)
+            JSONLine.appendString(block.nameBytes(at: index), to: &line)
             line.append(UInt8(ascii: ":"))
-            JSONLine.appendString(field.value, to: &line)
+            JSONLine.appendString(block.valueBytes(at: index), to: &line)
         }
         line.append(UInt8(ascii: "}"))
         key("payload")
@@ -78,17 +82,23 @@ public struct RecordedPush: Sendable, Hashable {
 /// JSON string escaping for record lines.
 enum JSONLine {
     static func appendString(_ text: String, to line: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
+        appendString(text.utf8, to: &line)
+    }
+
+    /// Escapes UTF-8 bytes into a JSON string (invalid UTF-8 is passed through
+    /// as it came; nghttp2 has already refused control characters in headers).
+    static func appendString(_ text: some Sequence<UInt8>, to line: inout [UInt8]) {
+        let hex: StaticString = "0123456789abcdef"
         line.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
+        for byte in text {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):
                 line.append(UInt8(ascii: "\\"))
                 line.append(byte)
             case 0..<0x20:
                 line.append(contentsOf: Array("\\u00".utf8))
-                line.append(hex[Int(byte >> 4)])
-                line.append(hex[Int(byte & 0xF)])
+                line.append(hex.utf8Start[Int(byte >> 4)])
+                line.append(hex.utf8Start[Int(byte & 0xF)])
             default:
                 line.append(byte)
             }
