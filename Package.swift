@@ -16,8 +16,11 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
-        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
@@ -33,17 +36,6 @@ let package = Package(
             providers: [.apt(["libnghttp2-dev"])]
         ),
 
-        // Kafka through librdkafka: producer, group consumer, metadata, embedded mock cluster.
-        .target(
-            name: "Kafka",
-            dependencies: [
-                "CRdKafka",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-
         // Domain values and the pure state machines.
         .target(
             name: "LiveDispatchCore",
@@ -56,6 +48,32 @@ let package = Package(
             dependencies: [
                 "LiveDispatchCore",
                 .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // An APNs imitation over HTTP/2 + TLS for tests, the demo and benchmarks.
+        .target(
+            name: "APNsSimulator",
+            dependencies: [
+                "CNghttp2",
+                "LiveDispatchCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // Kafka through librdkafka: producer, group consumer, metadata, embedded mock cluster.
+        .target(
+            name: "Kafka",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -79,7 +97,9 @@ let package = Package(
                 "LiveDispatchRules",
                 "LiveDispatchWorker",
                 "Kafka",
+                "APNsSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
@@ -98,8 +118,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "LiveDispatchWorkerTests",
-            dependencies: ["LiveDispatchWorker", "LiveDispatchCore"],
+            name: "APNsSimulatorTests",
+            dependencies: [
+                "APNsSimulator",
+                "CNghttp2",
+                "LiveDispatchCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -113,8 +143,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "LiveDispatchWorkerTests",
+            dependencies: ["LiveDispatchWorker", "LiveDispatchCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LiveDispatchCore", "livedispatch", "Kafka"],
+            dependencies: [
+                "LiveDispatchCore", "APNsSimulator", "Kafka", "livedispatch",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]
