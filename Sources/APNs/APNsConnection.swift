@@ -9,8 +9,8 @@ import Synchronization
 enum APNsConnectionEvent: Sendable {
     /// The server's stream limit (from SETTINGS).
     case settings(maxConcurrentStreams: Int)
-    /// A complete response.
-    case response(requestID: Int, APNsResponse)
+    /// Complete responses, in the order they ended (all those read at once).
+    case responses([(requestID: Int, response: APNsResponse)])
     /// The server did not process the request; it may be sent elsewhere.
     /// `wasSent` is false when it never left this client.
     case unprocessed(requestID: Int, wasSent: Bool)
@@ -281,6 +281,15 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
     // MARK: Internals
 
     private func handle(_ events: [HTTP2SessionEvent]) {
+        // Responses read together reach the pool together (one lock for all).
+        var responses: [(requestID: Int, response: APNsResponse)] = []
+        func emit(_ event: APNsConnectionEvent) {
+            if !responses.isEmpty {
+                onEvent(.responses(responses))
+                responses.removeAll()
+            }
+            onEvent(event)
+        }
         for event in events {
             switch event {
             case .header(let streamID, let name, let value):
@@ -299,29 +308,28 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
                 guard let stream = streams.removeValue(forKey: streamID) else { continue }
                 streamByRequest[stream.requestID] = nil
                 if errorCode == 0, let status = stream.status {
-                    onEvent(
-                        .response(
-                            requestID: stream.requestID,
-                            APNsResponse(status: status, headers: stream.headers, body: stream.body)))
+                    responses.append(
+                        (stream.requestID, APNsResponse(status: status, headers: stream.headers, body: stream.body)))
                 } else if errorCode == NGHTTP2ClientSession.refusedStream
                     || (goawayLastStreamID.map { streamID > $0 } ?? false)
                 {
-                    onEvent(.unprocessed(requestID: stream.requestID, wasSent: true))
+                    emit(.unprocessed(requestID: stream.requestID, wasSent: true))
                 } else if errorCode == 0 {
-                    onEvent(.failed(requestID: stream.requestID, .protocolError("stream ended without a :status")))
+                    emit(.failed(requestID: stream.requestID, .protocolError("stream ended without a :status")))
                 } else {
-                    onEvent(.failed(requestID: stream.requestID, .streamReset(errorCode: errorCode)))
+                    emit(.failed(requestID: stream.requestID, .streamReset(errorCode: errorCode)))
                 }
             case .settings(let maxConcurrentStreams):
-                onEvent(.settings(maxConcurrentStreams: maxConcurrentStreams))
+                emit(.settings(maxConcurrentStreams: maxConcurrentStreams))
             case .goaway(let lastStreamID, let errorCode, let debugData):
                 goawayLastStreamID = min(lastStreamID, goawayLastStreamID ?? lastStreamID)
-                onEvent(.goaway(errorCode: errorCode, debug: String(decoding: debugData, as: UTF8.self)))
+                emit(.goaway(errorCode: errorCode, debug: String(decoding: debugData, as: UTF8.self)))
             case .pingAcknowledged:
                 pingTimer?.cancel()
                 pingTimer = nil
             }
         }
+        if !responses.isEmpty { onEvent(.responses(responses)) }
     }
 
     private func scheduleFlush() {

@@ -315,8 +315,8 @@ public final class APNsConnectionPool: Sendable {
             logger.debug(
                 "APNs stream limit", metadata: ["apns.connection": "\(id)", "apns.max_streams": "\(maxConcurrentStreams)"])
             perform(state.withLock { $0.machine.settingsReceived(id, maxConcurrentStreams: maxConcurrentStreams, now: now.seconds) })
-        case .response(let request, let response):
-            responseReceived(response, request: request, connection: id, now: now)
+        case .responses(let responses):
+            responsesReceived(responses, connection: id, now: now)
         case .unprocessed(let request, let wasSent):
             metrics.resent()
             perform(
@@ -346,58 +346,85 @@ public final class APNsConnectionPool: Sendable {
         }
     }
 
-    private func responseReceived(_ response: APNsResponse, request: Int, connection id: Int, now: UnixTime) {
-        enum Next {
-            case complete(APNsOutcome, Pending)
-            case renewedAndRequeued
-            case ignore
-        }
-        let (next, actions): (Next, [StateMachine.Action]) = state.withLock { state in
-            guard var pending = state.pending[request] else {
-                return (.ignore, state.machine.responseReceived(request, on: id, succeeded: response.status == 200, now: now.seconds))
+    private enum AfterResponse {
+        case complete(APNsOutcome, Pending, status: Int)
+        case renewedAndRequeued(status: Int)
+    }
+
+    private func responsesReceived(
+        _ responses: [(requestID: Int, response: APNsResponse)], connection id: Int, now: UnixTime
+    ) {
+        var actions: [StateMachine.Action] = []
+        let results: [AfterResponse] = state.withLock { state in
+            var results: [AfterResponse] = []
+            results.reserveCapacity(responses.count)
+            for (request, response) in responses {
+                let (result, produced) = Self.responseReceived(
+                    response, request: request, connection: id, now: now, state: &state, signingKey: signingKey)
+                actions += produced
+                if let result { results.append(result) }
             }
-            var outcome = response.outcome(requestAPNsID: pending.request.apnsID)
-            if case .permanent(403, .expiredProviderToken) = outcome {
-                if !pending.tokenRetried, let used = pending.tokenUsed {
-                    switch state.tokens.expiredReported(token: used, now: now) {
-                    case .retry:
-                        pending.tokenRetried = true
-                        state.pending[request] = pending
-                        return (.renewedAndRequeued, state.machine.requestRequeued(request, on: id, now: now.seconds))
-                    case .sign(let issuedAt):
-                        do throws(APNsError) {
-                            let token = try signingKey.providerToken(issuedAt: issuedAt)
-                            state.tokens.signed(token, issuedAt: issuedAt)
-                            pending.tokenRetried = true
-                            state.pending[request] = pending
-                            return (.renewedAndRequeued, state.machine.requestRequeued(request, on: id, now: now.seconds))
-                        } catch {
-                            outcome = .misconfigured(error)
-                        }
-                    case .refuse:
-                        outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
-                    }
-                } else {
-                    outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
-                }
-            }
-            state.pending[request] = nil
-            return (
-                .complete(outcome, pending),
-                state.machine.responseReceived(request, on: id, succeeded: response.status == 200, now: now.seconds)
-            )
+            return results
         }
         perform(actions)
-        switch next {
-        case .complete(let outcome, let pending):
-            metrics.response(status: response.status, reason: outcome.metricReason)
-            finish(pending, outcome)
-        case .renewedAndRequeued:
-            logger.info("APNs provider token expired, renewed it and retrying", metadata: ["apns.connection": "\(id)"])
-            metrics.response(status: response.status, reason: APNsReason.expiredProviderToken.description)
-        case .ignore:
-            break
+        for result in results {
+            switch result {
+            case .complete(let outcome, let pending, let status):
+                metrics.response(status: status, reason: outcome.metricReason)
+                finish(pending, outcome)
+            case .renewedAndRequeued(let status):
+                logger.info("APNs provider token expired, renewed it and retrying", metadata: ["apns.connection": "\(id)"])
+                metrics.response(status: status, reason: APNsReason.expiredProviderToken.description)
+            }
         }
+    }
+
+    /// Classifies one response under the lock; an `ExpiredProviderToken`
+    /// renews the token (within the 20-minute rule) and re-queues the request once.
+    private static func responseReceived(
+        _ response: APNsResponse, request: Int, connection id: Int, now: UnixTime, state: inout State,
+        signingKey: APNsSigningKey
+    ) -> (AfterResponse?, [StateMachine.Action]) {
+        let succeeded = response.status == 200
+        guard var pending = state.pending[request] else {
+            return (nil, state.machine.responseReceived(request, on: id, succeeded: succeeded, now: now.seconds))
+        }
+        var outcome = response.outcome(requestAPNsID: pending.request.apnsID)
+        if case .permanent(403, .expiredProviderToken) = outcome {
+            if !pending.tokenRetried, let used = pending.tokenUsed {
+                switch state.tokens.expiredReported(token: used, now: now) {
+                case .retry:
+                    pending.tokenRetried = true
+                    state.pending[request] = pending
+                    return (
+                        .renewedAndRequeued(status: response.status),
+                        state.machine.requestRequeued(request, on: id, now: now.seconds)
+                    )
+                case .sign(let issuedAt):
+                    do throws(APNsError) {
+                        let token = try signingKey.providerToken(issuedAt: issuedAt)
+                        state.tokens.signed(token, issuedAt: issuedAt)
+                        pending.tokenRetried = true
+                        state.pending[request] = pending
+                        return (
+                            .renewedAndRequeued(status: response.status),
+                            state.machine.requestRequeued(request, on: id, now: now.seconds)
+                        )
+                    } catch {
+                        outcome = .misconfigured(error)
+                    }
+                case .refuse:
+                    outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
+                }
+            } else {
+                outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
+            }
+        }
+        state.pending[request] = nil
+        return (
+            .complete(outcome, pending, status: response.status),
+            state.machine.responseReceived(request, on: id, succeeded: succeeded, now: now.seconds)
+        )
     }
 
     /// Fails every request whose deadline has passed.
