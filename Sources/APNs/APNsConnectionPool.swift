@@ -136,11 +136,14 @@ public final class APNsConnectionPool: Sendable {
             await withCheckedContinuation { continuation in
                 let now = clock.now().seconds
                 let started = NIODeadline.now()
-                let actions: [StateMachine.Action] = state.withLock { state in
+                let clockNow = clock.now()
+                let (actions, preparations) = state.withLock { state in
                     state.pending[id] = Pending(
                         request: request, continuation: continuation, startedAt: started, deadline: started + timeout)
-                    return Self.arrive(id, state: &state, now: now)
+                    return Self.prepareExecutions(
+                        Self.arrive(id, state: &state, now: now), now: clockNow, state: &state, signingKey: signingKey)
                 }
+                start(preparations)
                 perform(actions)
                 if Task.isCancelled { abandon(id, error: .cancelled) }
             }
@@ -192,6 +195,16 @@ public final class APNsConnectionPool: Sendable {
     }
 
     private func perform(_ actions: [StateMachine.Action]) {
+        guard !actions.isEmpty else { return }
+        var actions = actions
+        if actions.contains(where: { if case .execute = $0 { true } else { false } }) {
+            let now = clock.now()
+            let preparations: [Preparation]
+            (actions, preparations) = state.withLock { state in
+                Self.prepareExecutions(actions, now: now, state: &state, signingKey: signingKey)
+            }
+            start(preparations)
+        }
         for action in actions {
             switch action {
             case .createConnection(let id):
@@ -203,7 +216,8 @@ public final class APNsConnectionPool: Sendable {
                     self.perform(self.state.withLock { $0.machine.reconnectDue(id) })
                 }
             case .execute(let request, let connectionID):
-                execute(request, on: connectionID)
+                // Prepared above; never left in the list.
+                start(state.withLock { [Self.prepare(request, on: connectionID, now: clock.now(), state: &$0, signingKey: signingKey)] })
             case .admit(let request):
                 let now = clock.now().seconds
                 perform(state.withLock { Self.arrive(request, state: &$0, now: now) })
@@ -260,50 +274,79 @@ public final class APNsConnectionPool: Sendable {
         }
     }
 
-    private func execute(_ request: Int, on connectionID: Int) {
-        let now = clock.now()
-        let prepared: (APNsConnection, [(name: String, value: String)], [UInt8])?
-        let failure: APNsError?
-        (prepared, failure) = state.withLock { state in
-            guard var pending = state.pending[request] else { return (nil, nil) }
-            guard let connection = state.connections[connectionID] else { return (nil, nil) }
-            let token: String
-            switch state.tokens.tokenForRequest(now: now) {
-            case .use(let current):
-                token = current
-            case .sign(let issuedAt):
-                do throws(APNsError) {
-                    token = try signingKey.providerToken(issuedAt: issuedAt)
-                } catch {
-                    return (nil, error)
-                }
-                state.tokens.signed(token, issuedAt: issuedAt)
+    /// A stream ready to start, or why it cannot.
+    private enum Preparation {
+        case ready(APNsConnection, request: Int, headers: [(name: String, value: String)], body: [UInt8])
+        case signingFailed(request: Int, connection: Int, APNsError)
+        /// The request completed meanwhile (deadline) or the connection is gone.
+        case gone(request: Int, connection: Int, alive: Bool)
+    }
+
+    /// Prepares every `.execute` action under the lock (token, headers) and
+    /// returns the other actions.
+    private static func prepareExecutions(
+        _ actions: [StateMachine.Action], now: UnixTime, state: inout State, signingKey: APNsSigningKey
+    ) -> ([StateMachine.Action], [Preparation]) {
+        var others: [StateMachine.Action] = []
+        var preparations: [Preparation] = []
+        for action in actions {
+            if case .execute(let request, let connection) = action {
+                preparations.append(prepare(request, on: connection, now: now, state: &state, signingKey: signingKey))
+            } else {
+                others.append(action)
             }
-            pending.tokenUsed = token
-            state.pending[request] = pending
-            var headers = pending.request.headers
-            headers.append(("authorization", "bearer " + token))
-            return ((connection, headers, pending.request.payload), nil)
         }
-        if let failure {
-            logger.error("cannot sign the APNs provider token", metadata: ["apns.error": "\(failure)"])
-            perform(state.withLock { $0.machine.requestFailed(request, on: connectionID, now: now.seconds) })
-            complete(request, .misconfigured(failure))
-            return
+        return (others, preparations)
+    }
+
+    private static func prepare(
+        _ request: Int, on connectionID: Int, now: UnixTime, state: inout State, signingKey: APNsSigningKey
+    ) -> Preparation {
+        guard let connection = state.connections[connectionID], state.pending[request] != nil else {
+            return .gone(request: request, connection: connectionID, alive: state.pending[request] != nil)
         }
-        guard let (connection, headers, body) = prepared else {
-            // The request completed meanwhile (deadline) or the connection is
-            // gone: the machine forgets the stream; a live request goes back.
-            let alive = state.withLock { $0.pending[request] != nil }
-            perform(
-                state.withLock {
-                    alive
-                        ? $0.machine.requestRequeued(request, on: connectionID, now: now.seconds)
-                        : $0.machine.requestFailed(request, on: connectionID, now: now.seconds)
-                })
-            return
+        let token: String
+        switch state.tokens.tokenForRequest(now: now) {
+        case .use(let current):
+            token = current
+        case .sign(let issuedAt):
+            do throws(APNsError) {
+                token = try signingKey.providerToken(issuedAt: issuedAt)
+            } catch {
+                return .signingFailed(request: request, connection: connectionID, error)
+            }
+            state.tokens.signed(token, issuedAt: issuedAt)
         }
-        connection.execute(requestID: request, headers: headers, body: body)
+        state.pending[request]?.tokenUsed = token
+        guard let pending = state.pending[request] else {
+            return .gone(request: request, connection: connectionID, alive: false)
+        }
+        var headers = pending.request.headers
+        headers.append(("authorization", "bearer " + token))
+        return .ready(connection, request: request, headers: headers, body: pending.request.payload)
+    }
+
+    /// Starts prepared streams; handles the ones that cannot start.
+    private func start(_ preparations: [Preparation]) {
+        for preparation in preparations {
+            switch preparation {
+            case .ready(let connection, let request, let headers, let body):
+                connection.execute(requestID: request, headers: headers, body: body)
+            case .signingFailed(let request, let connectionID, let error):
+                logger.error("cannot sign the APNs provider token", metadata: ["apns.error": "\(error)"])
+                let now = clock.now().seconds
+                perform(state.withLock { $0.machine.requestFailed(request, on: connectionID, now: now) })
+                complete(request, .misconfigured(error))
+            case .gone(let request, let connectionID, let alive):
+                let now = clock.now().seconds
+                perform(
+                    state.withLock {
+                        alive
+                            ? $0.machine.requestRequeued(request, on: connectionID, now: now)
+                            : $0.machine.requestFailed(request, on: connectionID, now: now)
+                    })
+            }
+        }
     }
 
     // MARK: Connection events
