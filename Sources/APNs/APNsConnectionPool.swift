@@ -228,6 +228,7 @@ public final class APNsConnectionPool: Sendable {
                     request,
                     .retryable(.init(status: nil, reason: nil, error: error, retryAfter: nil)))
             case .ping(let connectionID):
+                metrics.pinged()
                 state.withLock { $0.connections[connectionID] }?.ping()
             case .closeConnection(let connectionID):
                 state.withLock { $0.connections[connectionID] }?.close()

@@ -8,14 +8,31 @@ import Testing
 /// Against a TLS server that completes the handshake and then never answers.
 @Suite("Deadlines and back-pressure")
 struct DeadlineAndBackPressureTests {
-    func makePool(_ server: SilentTLSServer, maxQueued: Int, requestTimeout: Double) throws -> APNsConnectionPool {
+    func makePool(
+        _ server: SilentTLSServer, maxQueued: Int, requestTimeout: Double, idlePingInterval: Double = 600,
+        pingTimeout: Double = 10, metrics: TestMetrics = TestMetrics()
+    ) throws -> APNsConnectionPool {
         let configuration = APNsClientConfiguration(
             endpoint: .init(host: "127.0.0.1", port: server.port, serverName: "localhost"), connections: 1,
-            maxQueued: maxQueued, requestTimeout: requestTimeout,
-            additionalTrustRoots: try server.certificate.trustRoots())
+            maxQueued: maxQueued, requestTimeout: requestTimeout, idlePingInterval: idlePingInterval,
+            pingTimeout: pingTimeout, additionalTrustRoots: try server.certificate.trustRoots())
         return try APNsConnectionPool(
-            configuration: configuration, signingKey: testKey, logger: Logger(label: "apns-tests"),
-            metricsFactory: TestMetrics())
+            configuration: configuration, signingKey: testKey,
+            logger: Logger(label: "apns-tests") { _ in SwiftLogNoOpLogHandler() }, metricsFactory: metrics)
+    }
+
+    @Test func anUnansweredPingClosesTheConnectionAndThePoolReconnects() async throws {
+        let server = try SilentTLSServer()
+        let metrics = TestMetrics()
+        let pool = try makePool(server, maxQueued: 10, requestTimeout: 5, idlePingInterval: 1, pingTimeout: 1, metrics: metrics)
+        let reconnected = await eventually(timeout: 60) {
+            let pings = (try? metrics.expectCounter("apns_pings_total").totalValue) ?? 0
+            let attempts = (try? metrics.expectCounter("apns_connection_attempts_total").totalValue) ?? 0
+            return pings >= 1 && attempts >= 2
+        }
+        #expect(reconnected)
+        await pool.shutdown()
+        try await server.close()
     }
 
     @Test func aRequestWithoutAnswerEndsAtItsDeadline() async throws {
