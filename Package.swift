@@ -165,6 +165,7 @@ let package = Package(
             dependencies: [
                 "LiveDispatchCore", "APNsSimulator", "livedispatch",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -55,6 +55,8 @@ public final class APNsConnectionPool: Sendable {
         var pending: [Int: Pending] = [:]
         var connections: [Int: APNsConnection] = [:]
         var sweeps = 0
+        /// Why the last connection attempt failed, while none is ready.
+        var connectionError: String?
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
         var pingTask: RepeatedTask?
     }
@@ -252,6 +254,7 @@ public final class APNsConnectionPool: Sendable {
                 let now = self.clock.now().seconds
                 let (actions, usable) = self.state.withLock { state in
                     state.connections[id] = connection
+                    state.connectionError = nil
                     guard state.machine.state(of: id) == .connecting else { return ([StateMachine.Action](), false) }
                     return (state.machine.connectionEstablished(id, now: now), true)
                 }
@@ -266,6 +269,7 @@ public final class APNsConnectionPool: Sendable {
                     "could not connect to APNs", metadata: ["apns.connection": "\(id)", "apns.error": "\(error)"])
                 let jitter = self.jitter()
                 let actions = self.state.withLock { state in
+                    state.connectionError = "\(error)"
                     var actions = state.machine.connectionFailed(id, jitter: jitter)
                     actions += self.resumeShutdownIfFinished(&state)
                     return actions
@@ -474,8 +478,13 @@ public final class APNsConnectionPool: Sendable {
     /// Fails every request whose deadline has passed.
     private func expireDeadlines() {
         let now = NIODeadline.now()
-        let expired = state.withLock { state in state.pending.filter { $0.value.deadline <= now }.map(\.key) }
-        for request in expired { abandon(request, error: .timeout(seconds: configuration.requestTimeout)) }
+        let (expired, connectionError) = state.withLock { state in
+            let noneReady = (state.machine.connectionCounts[.ready] ?? 0) == 0
+            return (state.pending.filter { $0.value.deadline <= now }.map(\.key), noneReady ? state.connectionError : nil)
+        }
+        for request in expired {
+            abandon(request, error: .timeout(seconds: configuration.requestTimeout, connectionError: connectionError))
+        }
     }
 
     private func abandon(_ request: Int, error: APNsError) {

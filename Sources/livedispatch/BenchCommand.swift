@@ -77,7 +77,7 @@ struct BenchAPNsCommand: AsyncParsableCommand {
             let outcome = await pool.send(Self.request(deviceToken, bundleID: bundleID, payload: payload))
             guard case .delivered = outcome else {
                 await pool.shutdown()
-                throw ValidationError("the warm-up push failed: \(outcome)")
+                throw BenchError(description: "the warm-up push failed: \(outcome)")
             }
         }
 
@@ -174,4 +174,9 @@ private final class Ticket: Sendable {
             return true
         }
     }
+}
+
+/// A benchmark that could not run, with what happened.
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
 }

@@ -122,7 +122,7 @@ final class NGHTTP2ClientSession {
         }
         if storage.isEmpty { storage.append(0) }
         let streamID: Int32 = storage.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress!
+            guard let base = buffer.baseAddress else { return NGHTTP2_ERR_NOMEM.rawValue }
             var nva = ranges.map { range in
                 nghttp2_nv(
                     name: base + range.name.lowerBound, value: base + range.value.lowerBound,
