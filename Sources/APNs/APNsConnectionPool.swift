@@ -281,7 +281,7 @@ public final class APNsConnectionPool: Sendable {
 
     /// A stream ready to start, or why it cannot.
     private enum Preparation {
-        case ready(APNsConnection, request: Int, headers: [(name: String, value: String)], body: [UInt8])
+        case ready(APNsConnection, request: Int, APNsRequest, token: String)
         case signingFailed(request: Int, connection: Int, APNsError)
         /// The request completed meanwhile (deadline) or the connection is gone.
         case gone(request: Int, connection: Int, alive: Bool)
@@ -326,17 +326,18 @@ public final class APNsConnectionPool: Sendable {
         guard let pending = state.pending[request] else {
             return .gone(request: request, connection: connectionID, alive: false)
         }
-        var headers = pending.request.headers
-        headers.append(("authorization", "bearer " + token))
-        return .ready(connection, request: request, headers: headers, body: pending.request.payload)
+        return .ready(connection, request: request, pending.request, token: token)
     }
 
     /// Starts prepared streams; handles the ones that cannot start.
     private func start(_ preparations: [Preparation]) {
         for preparation in preparations {
             switch preparation {
-            case .ready(let connection, let request, let headers, let body):
-                connection.execute(requestID: request, headers: headers, body: body)
+            case .ready(let connection, let request, let apnsRequest, let token):
+                // Headers are built outside the lock.
+                var headers = apnsRequest.headers
+                headers.append(("authorization", "bearer " + token))
+                connection.execute(requestID: request, headers: headers, body: apnsRequest.payload)
             case .signingFailed(let request, let connectionID, let error):
                 logger.error("cannot sign the APNs provider token", metadata: ["apns.error": "\(error)"])
                 let now = clock.now().seconds

@@ -1,10 +1,12 @@
 import CNghttp2
+import Glibc
 
 /// What an HTTP/2 client session reports after reading bytes from the server.
 /// Callbacks from nghttp2 only record events; the owner handles them after
 /// `receive` returns, so no Swift code runs re-entrantly inside nghttp2.
 enum HTTP2SessionEvent: Sendable, Equatable {
-    /// A response header (pseudo-headers such as `:status` included).
+    /// A response header the client reads (`:status`, `apns-id`,
+    /// `apns-unique-id`, `retry-after`).
     case header(streamID: Int32, name: String, value: String)
     /// A chunk of a response body.
     case data(streamID: Int32, bytes: [UInt8])
@@ -229,8 +231,23 @@ private func session(from userData: UnsafeMutableRawPointer?) -> NGHTTP2ClientSe
     return Unmanaged<NGHTTP2ClientSession>.fromOpaque(userData).takeUnretainedValue()
 }
 
+/// Response headers the client reads; others (`date`, `server`, …) are
+/// skipped before any string is made.
+private let wantedHeaders: [[UInt8]] = [":status", "apns-id", "apns-unique-id", "retry-after"].map { Array($0.utf8) }
+
+private func isWanted(_ name: UnsafePointer<UInt8>, _ length: Int) -> Bool {
+    wantedHeaders.contains { wanted in
+        wanted.count == length
+            && wanted.withUnsafeBufferPointer { buffer in
+                guard let base = buffer.baseAddress else { return false }
+                return memcmp(base, name, length) == 0
+            }
+    }
+}
+
 private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
     guard let owner = session(from: userData), let frame, let name, let value else { return 0 }
+    guard isWanted(name, nameLength) else { return 0 }
     let nameText = String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self)
     let valueText = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)
     owner.record(.header(streamID: frame.pointee.hd.stream_id, name: nameText, value: valueText))
