@@ -435,8 +435,13 @@ public final class APNsConnectionPool: Sendable {
         signingKey: APNsSigningKey
     ) -> (AfterResponse?, [StateMachine.Action]) {
         let succeeded = response.status == 200
+        let replace = !succeeded && response.asksForAnotherConnection
         guard var pending = state.pending[request] else {
-            return (nil, state.machine.responseReceived(request, on: id, succeeded: succeeded, now: now.seconds))
+            return (
+                nil,
+                state.machine.responseReceived(
+                    request, on: id, succeeded: succeeded, replaceConnection: replace, now: now.seconds)
+            )
         }
         var outcome = response.outcome(requestAPNsID: pending.request.apnsID)
         if case .permanent(403, .expiredProviderToken) = outcome {
@@ -472,7 +477,8 @@ public final class APNsConnectionPool: Sendable {
         state.pending[request] = nil
         return (
             .complete(outcome, pending, status: response.status),
-            state.machine.responseReceived(request, on: id, succeeded: succeeded, now: now.seconds)
+            state.machine.responseReceived(
+                request, on: id, succeeded: succeeded, replaceConnection: replace, now: now.seconds)
         )
     }
 

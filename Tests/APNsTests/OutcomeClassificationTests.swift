@@ -74,4 +74,12 @@ struct OutcomeClassificationTests {
         }
         #expect(error.code == .pushRejectedForConfiguration)
     }
+
+    @Test func shutdownAndUnrelatedKeyAskForAnotherConnection() {
+        #expect(response(503, #"{"reason":"Shutdown"}"#).asksForAnotherConnection)
+        #expect(response(403, #"{"reason":"UnrelatedKeyIdInToken"}"#).asksForAnotherConnection)
+        #expect(!response(503, #"{"reason":"ServiceUnavailable"}"#).asksForAnotherConnection)
+        #expect(!response(403, #"{"reason":"InvalidProviderToken"}"#).asksForAnotherConnection)
+        #expect(!response(200).asksForAnotherConnection)
+    }
 }
