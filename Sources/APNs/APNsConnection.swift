@@ -18,7 +18,8 @@ enum APNsConnectionEvent: Sendable {
     case failed(requestID: Int, APNsError)
     /// The server sent GOAWAY; unprocessed streams follow as ``unprocessed(requestID:)``.
     case goaway(errorCode: UInt32, debug: String)
-    /// The channel closed; every stream has been reported before this.
+    /// The channel closed after it was ready; every stream has been
+    /// reported before this.
     case closed
 }
 
@@ -377,6 +378,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
         }
         session.close()
-        onEvent(.closed)
+        // Before the handshake completed the pool learns of the failure from
+        // the connect future instead; reporting both would reconnect twice.
+        if isReady { onEvent(.closed) }
     }
 }
