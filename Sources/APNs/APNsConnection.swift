@@ -31,10 +31,14 @@ final class APNsConnection: Sendable {
     let channel: any Channel
     private let handler: NIOLoopBound<HTTP2ClientHandler>
 
-    private init(id: Int, channel: any Channel, handler: NIOLoopBound<HTTP2ClientHandler>) {
+    /// `:authority` of every request: the server name.
+    let authority: String
+
+    private init(id: Int, channel: any Channel, handler: NIOLoopBound<HTTP2ClientHandler>, authority: String) {
         self.id = id
         self.channel = channel
         self.handler = handler
+        self.authority = authority
     }
 
     /// Connects, completes TLS with ALPN `h2`, and returns the connection.
@@ -53,14 +57,14 @@ final class APNsConnection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: sniName)
                     let http2 = try HTTP2ClientHandler(
-                        authority: serverName, pingTimeout: pingTimeout, ready: ready, logger: logger, onEvent: onEvent)
+                        pingTimeout: pingTimeout, ready: ready, logger: logger, onEvent: onEvent)
                     try channel.pipeline.syncOperations.addHandlers([tls, http2])
                 }
             }
         return bootstrap.connect(host: endpoint.host, port: endpoint.port)
             .flatMap { channel in
                 ready.futureResult
-                    .map { APNsConnection(id: id, channel: channel, handler: $0) }
+                    .map { APNsConnection(id: id, channel: channel, handler: $0, authority: serverName) }
                     .flatMapErrorThrowing { error in
                         channel.close(promise: nil)
                         throw error
@@ -79,7 +83,8 @@ final class APNsConnection: Sendable {
     /// Starts a request; its result arrives as an event. Requests started
     /// while the event loop is busy are submitted together, then flushed once.
     func execute(requestID: Int, headers: [(name: String, value: String)], body: [UInt8]) {
-        let submission = Submission(requestID: requestID, headers: headers.map { HeaderPair(name: $0.name, value: $0.value) }, body: body)
+        let submission = Submission(
+            requestID: requestID, headers: HTTP2HeaderBlock(headers, authority: authority), body: body)
         let mustSchedule = outbox.withLock { outbox in
             outbox.submissions.append(submission)
             guard !outbox.scheduled else { return false }
@@ -96,9 +101,7 @@ final class APNsConnection: Sendable {
             }
             let handler = self.handler.value
             for submission in submissions {
-                handler.submit(
-                    requestID: submission.requestID, headers: submission.headers.map { ($0.name, $0.value) },
-                    body: submission.body, flush: false)
+                handler.submit(requestID: submission.requestID, headers: submission.headers, body: submission.body, flush: false)
             }
             handler.flushNow()
         }
@@ -121,14 +124,9 @@ final class APNsConnection: Sendable {
         channel.eventLoop.execute { handler.value.goawayAndClose() }
     }
 
-    private struct HeaderPair: Sendable {
-        var name: String
-        var value: String
-    }
-
     private struct Submission: Sendable {
         var requestID: Int
-        var headers: [HeaderPair]
+        var headers: HTTP2HeaderBlock
         var body: [UInt8]
     }
 
@@ -153,7 +151,6 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
     private static let maxBodyBytes = 16 * 1024
 
     private let session: NGHTTP2ClientSession
-    private let authority: String
     private let pingTimeout: Double
     private let ready: EventLoopPromise<NIOLoopBound<HTTP2ClientHandler>>
     private let logger: Logger
@@ -168,11 +165,10 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var pingTimer: Scheduled<Void>?
 
     init(
-        authority: String, pingTimeout: Double, ready: EventLoopPromise<NIOLoopBound<HTTP2ClientHandler>>, logger: Logger,
+        pingTimeout: Double, ready: EventLoopPromise<NIOLoopBound<HTTP2ClientHandler>>, logger: Logger,
         onEvent: @escaping @Sendable (APNsConnectionEvent) -> Void
     ) throws {
         self.session = try NGHTTP2ClientSession()
-        self.authority = authority
         self.pingTimeout = pingTimeout
         self.ready = ready
         self.logger = logger
@@ -230,16 +226,13 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: Commands from the pool
 
-    func submit(requestID: Int, headers: [(String, String)], body: [UInt8], flush: Bool = true) {
+    func submit(requestID: Int, headers: HTTP2HeaderBlock, body: [UInt8], flush: Bool = true) {
         guard !isClosed, goawayLastStreamID == nil, session.isOpen else {
             onEvent(.unprocessed(requestID: requestID, wasSent: false))
             return
         }
-        var all = headers
-        let pseudoCount = all.prefix { $0.0.hasPrefix(":") }.count
-        all.insert((":authority", authority), at: pseudoCount)
         do {
-            let streamID = try session.submitRequest(headers: all.map { (name: $0.0, value: $0.1) }, body: body)
+            let streamID = try session.submitRequest(headers, body: body)
             streams[streamID] = Stream(requestID: requestID)
             streamByRequest[requestID] = streamID
             if flush { scheduleFlush() }

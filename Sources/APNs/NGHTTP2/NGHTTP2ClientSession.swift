@@ -108,27 +108,17 @@ final class NGHTTP2ClientSession {
         return nghttp2_session_want_read(session) != 0 || nghttp2_session_want_write(session) != 0
     }
 
-    /// Queues a request; returns its stream id. Headers are copied by nghttp2.
-    func submitRequest(headers: [(name: String, value: String)], body: [UInt8]) throws(HTTP2SessionError) -> Int32 {
+    /// Queues a request; returns its stream id. nghttp2 copies the headers.
+    func submitRequest(_ block: HTTP2HeaderBlock, body: [UInt8]) throws(HTTP2SessionError) -> Int32 {
         guard let session else { throw HTTP2SessionError(code: Int(NGHTTP2_ERR_INVALID_STATE.rawValue), operation: "submit_request") }
-        // One buffer holding every name and value, then name/value pairs pointing into it.
-        var storage: [UInt8] = []
-        var ranges: [(name: Range<Int>, value: Range<Int>)] = []
-        ranges.reserveCapacity(headers.count)
-        for header in headers {
-            let nameStart = storage.count
-            storage.append(contentsOf: header.name.utf8)
-            let valueStart = storage.count
-            storage.append(contentsOf: header.value.utf8)
-            ranges.append((nameStart..<valueStart, valueStart..<storage.count))
-        }
+        var storage = block.storage
         if storage.isEmpty { storage.append(0) }
         let streamID: Int32 = storage.withUnsafeMutableBufferPointer { buffer in
             guard let base = buffer.baseAddress else { return NGHTTP2_ERR_NOMEM.rawValue }
-            var nva = ranges.map { range in
+            var nva = block.fields.map { field in
                 nghttp2_nv(
-                    name: base + range.name.lowerBound, value: base + range.value.lowerBound,
-                    namelen: range.name.count, valuelen: range.value.count,
+                    name: base + field.name.lowerBound, value: base + field.value.lowerBound,
+                    namelen: field.name.count, valuelen: field.value.count,
                     flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
             }
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
