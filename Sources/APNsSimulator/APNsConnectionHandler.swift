@@ -102,7 +102,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             requests[stream] = ReceivedRequest(streamID: stream)
             perform(machine.streamOpened(stream, faults: faults), context: context)
         case .header(let stream, let name, let value):
-            requests[stream]?.headers.append((name, value))
+            requests[stream]?.headers.append(HeaderField(name: name, value: value))
         case .data(let stream, let bytes):
             requests[stream]?.appendBody(bytes)
         case .requestComplete(let stream):

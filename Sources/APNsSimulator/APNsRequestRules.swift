@@ -55,13 +55,14 @@ struct APNsRequestRules: Sendable {
         var collapseID: String?
         var hasDuplicates = false
 
-        init(_ fields: [(name: String, value: String)]) {
+        init(_ fields: [HeaderField]) {
             func set(_ slot: inout String?, _ value: String) {
                 if slot != nil { hasDuplicates = true }
                 slot = value
             }
-            for (name, value) in fields {
-                switch name {
+            for field in fields {
+                let value = field.value
+                switch field.name {
                 case ":method": method = value
                 case ":path": path = value
                 case "authorization": set(&authorization, value)
@@ -141,13 +142,13 @@ struct APNsRequestRules: Sendable {
 
         guard request.bodySize > 0 else { return refuse(400, "PayloadEmpty", token: hex) }
         guard request.bodySize <= Self.maxPayloadBytes else { return refuse(413, "PayloadTooLarge", token: hex) }
-        guard let payload = try? JSONValue.parse(request.body), let aps = payload["aps"]?.objectValue else {
+        guard let payload = PayloadScanner.facts(of: request.body), payload.apsIsObject else {
             return refuse(400, "BadPayload", token: hex)
         }
         var event: String?
         if pushType == "liveactivity" {
-            guard let name = aps["event"]?.stringValue, ["start", "update", "end"].contains(name),
-                aps["timestamp"]?.numberValue != nil
+            guard let name = payload.event, name == "update" || name == "end" || name == "start",
+                payload.hasNumericTimestamp
             else { return refuse(400, "BadPayload", token: hex) }
             event = name
         }

@@ -10,7 +10,10 @@ public struct RecordedPush: Sendable, Hashable {
     public var deviceToken: String
     public var apnsID: String
     /// Request headers except `authorization`, pseudo-headers included, in order.
-    public var headerFields: [HeaderField]
+    public var headerFields: [HeaderField] { receivedFields.filter { $0.name != "authorization" } }
+    /// The headers as received, kept as they are (no copy per push); the
+    /// `authorization` field is never handed out or written.
+    var receivedFields: [HeaderField]
     public var payload: [UInt8]
     /// Which connection carried it (from 1, in order of acceptance).
     public var connectionID: Int
@@ -20,7 +23,9 @@ public struct RecordedPush: Sendable, Hashable {
     /// Request headers except `authorization` by name (the first of each).
     public var headers: [String: String] {
         var map: [String: String] = [:]
-        for field in headerFields where map[field.name] == nil { map[field.name] = field.value }
+        for field in receivedFields where field.name != "authorization" && map[field.name] == nil {
+            map[field.name] = field.value
+        }
         return map
     }
 
@@ -52,7 +57,7 @@ public struct RecordedPush: Sendable, Hashable {
         key("headers")
         var seen: Set<String> = []
         line.append(UInt8(ascii: "{"))
-        for field in headerFields where seen.insert(field.name).inserted {
+        for field in receivedFields where field.name != "authorization" && seen.insert(field.name).inserted {
             if seen.count > 1 { line.append(UInt8(ascii: ",")) }
             JSONLine.appendString(field.name, to: &line)
             line.append(UInt8(ascii: ":"))
@@ -96,6 +101,11 @@ enum JSONLine {
 public struct HeaderField: Sendable, Hashable {
     public var name: String
     public var value: String
+
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
 }
 
 /// What one device token received.
@@ -128,16 +138,13 @@ final class PushRecorder: Sendable {
     /// Records a push and returns its sequence number.
     @discardableResult
     func record(
-        deviceToken: String, apnsID: String, headers: [(name: String, value: String)], payload: [UInt8],
+        deviceToken: String, apnsID: String, headers: [HeaderField], payload: [UInt8],
         connectionID: Int, receivedAt: Double
     ) -> Int {
-        let fields = headers.compactMap { name, value in
-            name == "authorization" ? nil : HeaderField(name: name, value: value)
-        }
         let push = state.withLock { state -> RecordedPush in
             state.accepted += 1
             let push = RecordedPush(
-                sequence: state.accepted, deviceToken: deviceToken, apnsID: apnsID, headerFields: fields,
+                sequence: state.accepted, deviceToken: deviceToken, apnsID: apnsID, receivedFields: headers,
                 payload: payload, connectionID: connectionID, receivedAt: receivedAt)
             if historyLimit > 0 {
                 if state.history.count < historyLimit {
