@@ -30,9 +30,13 @@ public struct SystemAPNsClock: APNsClock {
 public final class APNsConnectionPool: Sendable {
     /// Counts that tests and health endpoints read.
     public struct Statistics: Sendable, Hashable {
+        /// Streams open on all connections.
         public var inFlight: Int
+        /// Requests held in the bounded queue (at most `maxQueued`).
         public var queued: Int
+        /// Callers suspended in `send` because the queue was full.
         public var waiting: Int
+        /// Connections by pool state.
         public var connections: [StateMachine.ConnectionState: Int]
         /// The stream limit applied to each connection now, by connection id.
         public var streamLimits: [Int: Int]
@@ -58,7 +62,7 @@ public final class APNsConnectionPool: Sendable {
         /// Why the last connection attempt failed, while none is ready.
         var connectionError: String?
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
-        var pingTask: RepeatedTask?
+        var periodicTask: RepeatedTask?
     }
 
     private let configuration: APNsClientConfiguration
@@ -126,7 +130,7 @@ public final class APNsConnectionPool: Sendable {
                     return state.sweeps % sweepsPerPing == 0 ? state.machine.tick(now: now) : []
                 })
         }
-        state.withLock { $0.pingTask = task }
+        state.withLock { $0.periodicTask = task }
     }
 
     /// Sends one push and classifies the answer. Waits while the pool is
@@ -181,8 +185,8 @@ public final class APNsConnectionPool: Sendable {
             if finished { continuation.resume() }
         }
         state.withLock { state in
-            state.pingTask?.cancel()
-            state.pingTask = nil
+            state.periodicTask?.cancel()
+            state.periodicTask = nil
         }
     }
 
