@@ -44,9 +44,15 @@ public final class APNsConnectionPool: Sendable {
         public var tokenRenewals: Int
     }
 
+    /// Who waits for a request's outcome.
+    private enum Waiter: Sendable {
+        case single(CheckedContinuation<APNsOutcome, Never>)
+        case batch(BatchCollector, index: Int)
+    }
+
     private struct Pending {
         var request: APNsRequest
-        var continuation: CheckedContinuation<APNsOutcome, Never>
+        var waiter: Waiter
         var startedAt: NIODeadline
         var deadline: NIODeadline
         var tokenUsed: String?
@@ -145,7 +151,7 @@ public final class APNsConnectionPool: Sendable {
                 let clockNow = clock.now()
                 let (actions, preparations) = state.withLock { state in
                     state.pending[id] = Pending(
-                        request: request, continuation: continuation, startedAt: started, deadline: started + timeout)
+                        request: request, waiter: .single(continuation), startedAt: started, deadline: started + timeout)
                     return Self.prepareExecutions(
                         Self.arrive(id, state: &state, now: now), now: clockNow, state: &state, signingKey: signingKey)
                 }
@@ -155,6 +161,39 @@ public final class APNsConnectionPool: Sendable {
             }
         } onCancel: {
             abandon(id, error: .cancelled)
+        }
+    }
+
+    /// Sends several pushes at once (a fan-out to many tokens) and returns
+    /// their outcomes in the same order, when all are known. One suspension
+    /// for the whole batch; pushes that do not fit wait as in ``send(_:)``.
+    public func send(_ requests: [APNsRequest]) async -> [APNsOutcome] {
+        guard !requests.isEmpty else { return [] }
+        let timeout = TimeAmount.milliseconds(Int64(configuration.requestTimeout * 1000))
+        let first = nextRequestID.wrappingAdd(requests.count, ordering: .relaxed).oldValue
+        let ids = first..<(first + requests.count)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let collector = BatchCollector(count: requests.count, continuation: continuation)
+                let now = clock.now()
+                let started = NIODeadline.now()
+                let (actions, preparations) = state.withLock { state in
+                    var arrivals: [StateMachine.Action] = []
+                    for (index, request) in requests.enumerated() {
+                        let id = first + index
+                        state.pending[id] = Pending(
+                            request: request, waiter: .batch(collector, index: index), startedAt: started,
+                            deadline: started + timeout)
+                        arrivals += Self.arrive(id, state: &state, now: now.seconds)
+                    }
+                    return Self.prepareExecutions(arrivals, now: now, state: &state, signingKey: signingKey)
+                }
+                start(preparations)
+                perform(actions)
+                if Task.isCancelled { for id in ids { abandon(id, error: .cancelled) } }
+            }
+        } onCancel: {
+            for id in ids { abandon(id, error: .cancelled) }
         }
     }
 
@@ -519,7 +558,10 @@ public final class APNsConnectionPool: Sendable {
                 "APNs configuration error: no push can succeed until it is fixed",
                 metadata: ["apns.error": "\(error)"])
         }
-        pending.continuation.resume(returning: outcome)
+        switch pending.waiter {
+        case .single(let continuation): continuation.resume(returning: outcome)
+        case .batch(let collector, let index): collector.record(outcome, at: index)
+        }
     }
 
     private func resumeShutdownIfFinished(_ state: inout State) -> [StateMachine.Action] {
@@ -548,5 +590,33 @@ extension APNsOutcome {
         case .retryable(let failure): failure.reason?.description ?? failure.error.code.description
         case .misconfigured(let error): error.code.description
         }
+    }
+}
+
+/// Gathers the outcomes of one batch and resumes its caller when the last
+/// one is in.
+private final class BatchCollector: Sendable {
+    private struct Progress {
+        var outcomes: [APNsOutcome?]
+        var remaining: Int
+        var continuation: CheckedContinuation<[APNsOutcome], Never>?
+    }
+
+    private let progress: Mutex<Progress>
+
+    init(count: Int, continuation: CheckedContinuation<[APNsOutcome], Never>) {
+        progress = Mutex(Progress(outcomes: Array(repeating: nil, count: count), remaining: count, continuation: continuation))
+    }
+
+    func record(_ outcome: APNsOutcome, at index: Int) {
+        let finished: (CheckedContinuation<[APNsOutcome], Never>, [APNsOutcome])? = progress.withLock { progress in
+            guard progress.outcomes[index] == nil else { return nil }
+            progress.outcomes[index] = outcome
+            progress.remaining -= 1
+            guard progress.remaining == 0, let continuation = progress.continuation else { return nil }
+            progress.continuation = nil
+            return (continuation, progress.outcomes.compactMap { $0 })
+        }
+        if let (continuation, outcomes) = finished { continuation.resume(returning: outcomes) }
     }
 }

@@ -103,4 +103,23 @@ struct DeadlineAndBackPressureTests {
         await pool.shutdown()
         try await server.close()
     }
+
+    @Test func aBatchLargerThanTheQueueWaitsAndEndsAtItsDeadline() async throws {
+        let server = try SilentTLSServer()
+        let pool = try makePool(server, maxQueued: 3, requestTimeout: 2)
+        let requests = try (0..<10).map { try testRequest(token: hexToken($0)) }
+        let outcomes = await pool.send(requests)
+        #expect(outcomes.count == 10)
+        for outcome in outcomes {
+            guard case .retryable(let failure) = outcome else {
+                Issue.record("expected a timeout, got \(outcome)")
+                continue
+            }
+            #expect(failure.error.code == .timeout)
+        }
+        #expect(pool.statistics.queued == 0)
+        #expect(pool.statistics.waiting == 0)
+        await pool.shutdown()
+        try await server.close()
+    }
 }

@@ -260,4 +260,24 @@ struct SimulatorTests {
         await pool.shutdown()
         try await simulator.stop()
     }
+
+    @Test func aBatchReturnsEveryOutcomeInOrder() async throws {
+        let gone = hexToken(0x5410)
+        let simulator = try await startSimulator(faults: SimulatorFaults(unregisteredTokens: [gone: 1_764_000_000_000]))
+        let pool = try makePool(simulator)
+        var requests = try (0..<250).map { try testRequest(token: hexToken(0x5000 + $0)) }
+        requests[137] = try testRequest(token: gone)
+        let outcomes = await pool.send(requests)
+        #expect(outcomes.count == requests.count)
+        for (index, outcome) in outcomes.enumerated() {
+            if index == 137 {
+                #expect(outcome == .tokenInvalid(reason: .unregistered, since: UnixTime(seconds: 1_764_000_000)))
+            } else {
+                #expect(outcome == .delivered(apnsID: requests[index].apnsID))
+            }
+        }
+        #expect(await pool.send([]) == [])
+        await pool.shutdown()
+        try await simulator.stop()
+    }
 }
