@@ -105,6 +105,7 @@ struct NGHTTPDInteropTests {
     @Test func resetConnectionsResolveEveryRequestExactlyOnceAndReconnect() async throws {
         let tokens = (0..<4).map(hexToken)
         let certificate = try TestCertificate.make()
+        defer { certificate.remove() }
         let server = try NGHTTPDServer(tokens: tokens, certificate: certificate)
         try await server.waitUntilListening()
         let pool = try makePool(port: server.port, trustRoots: try certificate.trustRoots(), requestTimeout: 10)
