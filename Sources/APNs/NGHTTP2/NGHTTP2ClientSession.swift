@@ -1,5 +1,4 @@
 import CNghttp2
-import Glibc
 
 /// What an HTTP/2 client session reports after reading bytes from the server.
 /// Callbacks from nghttp2 only record events; the owner handles them after
@@ -226,13 +225,8 @@ private func session(from userData: UnsafeMutableRawPointer?) -> NGHTTP2ClientSe
 private let wantedHeaders: [[UInt8]] = [":status", "apns-id", "apns-unique-id", "retry-after"].map { Array($0.utf8) }
 
 private func isWanted(_ name: UnsafePointer<UInt8>, _ length: Int) -> Bool {
-    wantedHeaders.contains { wanted in
-        wanted.count == length
-            && wanted.withUnsafeBufferPointer { buffer in
-                guard let base = buffer.baseAddress else { return false }
-                return memcmp(base, name, length) == 0
-            }
-    }
+    let bytes = UnsafeBufferPointer(start: name, count: length)
+    return wantedHeaders.contains { $0.count == length && $0.elementsEqual(bytes) }
 }
 
 private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
