@@ -21,7 +21,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // C boundaries: system libraries found by pkg-config.
@@ -67,6 +69,23 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The APNs client: HTTP/2 connection pool on nghttp2 + NIO + NIOSSL, JWT, response classification.
+        .target(
+            name: "APNs",
+            dependencies: [
+                "LiveDispatchCore",
+                "CNghttp2",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // Kafka through librdkafka: producer, group consumer, metadata, embedded mock cluster.
         .target(
             name: "Kafka",
@@ -84,7 +103,18 @@ let package = Package(
             dependencies: [
                 "LiveDispatchCore",
                 "LiveDispatchRules",
+                "Kafka",
+                "APNs",
+                "APNsSimulator",
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -97,10 +127,14 @@ let package = Package(
                 "LiveDispatchRules",
                 "LiveDispatchWorker",
                 "Kafka",
+                "APNs",
                 "APNsSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -133,6 +167,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "APNsTests",
+            dependencies: [
+                "APNs",
+                "APNsSimulator",
+                "LiveDispatchCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "KafkaTests",
             dependencies: [
                 "Kafka",
@@ -144,7 +194,12 @@ let package = Package(
         ),
         .testTarget(
             name: "LiveDispatchWorkerTests",
-            dependencies: ["LiveDispatchWorker", "LiveDispatchCore"],
+            dependencies: [
+                "LiveDispatchWorker", "LiveDispatchCore", "APNs",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

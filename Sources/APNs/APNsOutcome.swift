@@ -1,0 +1,103 @@
+import LiveDispatchCore
+
+/// What became of one push: the classification the dispatcher acts on.
+public enum APNsOutcome: Sendable, Hashable {
+    /// APNs accepted the push (200); the `apns-id` it echoed.
+    case delivered(apnsID: String)
+    /// The device token is no longer valid and must be removed: 410
+    /// `Unregistered`/`ExpiredToken` (with the time APNs last knew it valid)
+    /// or 400 `BadDeviceToken`.
+    case tokenInvalid(reason: APNsReason, since: UnixTime?)
+    /// APNs refused this push for good (other 4xx); dead-letter it.
+    case permanent(status: Int, reason: APNsReason)
+    /// The push may succeed later: 429, 5xx, a timeout, a reset connection.
+    case retryable(RetryableFailure)
+    /// No push can succeed until an operator fixes the key, team, topic or
+    /// environment (`InvalidProviderToken`, a key that cannot sign, …).
+    case misconfigured(APNsError)
+
+    /// Why a retryable push failed.
+    public struct RetryableFailure: Sendable, Hashable {
+        /// The HTTP status when APNs answered, nil for transport failures.
+        public var status: Int?
+        public var reason: APNsReason?
+        /// What went wrong, for logs and dead letters.
+        public var error: APNsError
+        /// A `retry-after` the server sent, in seconds.
+        public var retryAfter: Double?
+
+        public init(status: Int?, reason: APNsReason?, error: APNsError, retryAfter: Double?) {
+            self.status = status
+            self.reason = reason
+            self.error = error
+            self.retryAfter = retryAfter
+        }
+    }
+
+    /// A short label for metrics and logs: `delivered`, `token_invalid`, …
+    public var label: String {
+        switch self {
+        case .delivered: "delivered"
+        case .tokenInvalid: "token_invalid"
+        case .permanent: "permanent"
+        case .retryable: "retryable"
+        case .misconfigured: "misconfigured"
+        }
+    }
+}
+
+/// A response from the server, before classification.
+struct APNsResponse: Sendable, Hashable {
+    var status: Int
+    var headers: [String: String]
+    var body: [UInt8]
+
+    /// `reason` and, for 410, `timestamp` (milliseconds) from the JSON body.
+    var reasonAndTimestamp: (reason: APNsReason?, timestamp: UnixTime?) {
+        guard !body.isEmpty, let json = try? JSONValue.parse(body), let object = json.objectValue else {
+            return (nil, nil)
+        }
+        let reason = object["reason"]?.stringValue.map(APNsReason.init)
+        let timestamp = object["timestamp"]?.numberValue.map { UnixTime(seconds: $0 / 1000) }
+        return (reason, timestamp)
+    }
+
+    /// Whether APNs asked for the push to go over another connection:
+    /// 503 `Shutdown` (the server is going away) or 403
+    /// `UnrelatedKeyIdInToken` (the connection is bound to another key).
+    var asksForAnotherConnection: Bool {
+        guard status == 503 || status == 403 else { return false }
+        let reason = reasonAndTimestamp.reason
+        return (status == 503 && reason == .shutdown) || (status == 403 && reason == .unrelatedKeyIDInToken)
+    }
+
+    /// Classifies the response. `requestAPNsID` stands in when a server
+    /// echoes no `apns-id`.
+    func outcome(requestAPNsID: String) -> APNsOutcome {
+        if status == 200 {
+            return .delivered(apnsID: headers["apns-id"] ?? requestAPNsID)
+        }
+        let (parsedReason, timestamp) = reasonAndTimestamp
+        let retryAfter = headers["retry-after"].flatMap(Double.init)
+        switch status {
+        case 410:
+            return .tokenInvalid(reason: parsedReason ?? .unregistered, since: timestamp)
+        case 400 where parsedReason == .badDeviceToken:
+            return .tokenInvalid(reason: .badDeviceToken, since: nil)
+        case 429, 500...599:
+            let reason = parsedReason ?? .unknown("HTTP \(status)")
+            return .retryable(
+                .init(status: status, reason: reason, error: .serverRefused(status: status, reason: reason),
+                    retryAfter: retryAfter))
+        default:
+            let reason = parsedReason ?? .unknown("HTTP \(status)")
+            if status == 403, reason.isConfigurationError || reason == .unrelatedKeyIDInToken {
+                return .misconfigured(.providerTokenRejected(reason: reason))
+            }
+            if reason.isConfigurationError {
+                return .misconfigured(.pushRejectedForConfiguration(status: status, reason: reason))
+            }
+            return .permanent(status: status, reason: reason)
+        }
+    }
+}

@@ -1,0 +1,191 @@
+import APNs
+import ArgumentParser
+import Crypto
+import Foundation
+import LiveDispatchCore
+import Logging
+import NIOSSL
+import Synchronization
+
+/// `livedispatch bench`: load generators that print throughput and latency.
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure LiveDispatch components.",
+        subcommands: [BenchAPNsCommand.self]
+    )
+}
+
+/// `livedispatch bench apns`: sends N pushes over C connections with the APNs
+/// client and prints `pushes/s` and latency percentiles.
+struct BenchAPNsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns",
+        abstract: "Send pushes to an APNs endpoint (the simulator, nghttpd) and print the rate and latency."
+    )
+
+    @Option(help: "The server, https://HOST:PORT.") var endpoint: String
+    @Option(help: "HTTP/2 connections.") var connections = 1
+    @Option(help: "Pushes to send.") var requests = 100_000
+    @Option(help: "Device token (hex) every push goes to.") var token: String
+    @Option(help: "Pushes in flight at once (default: 200 per connection).") var concurrency: Int?
+    @Option(name: .customLong("trust-roots"), help: "PEM file of certificates to trust (a self-signed server).")
+    var trustRoots: String?
+    @Flag(help: "Do not verify the server certificate (local servers only).") var insecure = false
+    @Option(name: .customLong("server-name"), help: "Name to verify in the certificate (default: the host).")
+    var serverName: String?
+    @Option(help: "The .p8 (PKCS#8 PEM) signing key; a fresh key when omitted.") var key: String?
+    @Option(name: .customLong("key-id"), help: "Key id (kid).") var keyID = "KEY1234567"
+    @Option(name: .customLong("team-id"), help: "Team id (iss).") var teamID = "TEAM123456"
+    @Option(name: .customLong("bundle-id"), help: "The app's bundle id.") var bundleID = "com.example.app"
+    @Option(name: .customLong("payload-bytes"), help: "Approximate payload size in bytes.") var payloadBytes = 256
+    @Option(help: "Per-request deadline in seconds.") var timeout = 30.0
+    @Option(help: "Pushes per send call (a fan-out); latency is then per batch.") var batch = 1
+
+    func validate() throws {
+        guard connections >= 1 else { throw ValidationError("--connections must be at least 1") }
+        guard requests >= 1 else { throw ValidationError("--requests must be at least 1") }
+        guard trustRoots == nil || !insecure else { throw ValidationError("give --trust-roots or --insecure, not both") }
+        if let concurrency, concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
+        guard batch >= 1 else { throw ValidationError("--batch must be at least 1") }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "livedispatch.bench")
+        logger.logLevel = .warning
+        let deviceToken: DeviceToken
+        do { deviceToken = try DeviceToken(hex: token) } catch { throw ValidationError("--token: \(error)") }
+        var endpoint = try APNsClientConfiguration.Endpoint(url: self.endpoint)
+        if let serverName { endpoint.serverName = serverName }
+        var roots: [NIOSSLCertificate] = []
+        if let trustRoots { roots = try NIOSSLCertificate.fromPEMFile(trustRoots) }
+        let signingKey: APNsSigningKey
+        if let key {
+            let pem = try String(contentsOfFile: key, encoding: .utf8)
+            signingKey = try APNsSigningKey(pemRepresentation: pem, keyID: keyID, teamID: teamID)
+        } else {
+            signingKey = APNsSigningKey(privateKey: P256.Signing.PrivateKey(), keyID: keyID, teamID: teamID)
+        }
+        let batch = self.batch
+        let inFlight = concurrency ?? max(1, 200 * connections / batch)
+        let configuration = APNsClientConfiguration(
+            endpoint: endpoint, connections: connections, maxQueued: max(inFlight * batch, 1), requestTimeout: timeout,
+            additionalTrustRoots: roots, disablesCertificateVerification: insecure)
+        let pool = try APNsConnectionPool(configuration: configuration, signingKey: signingKey, logger: logger)
+        let payload = Self.payload(bytes: payloadBytes)
+        let bundleID = self.bundleID
+
+        // Warm up: one push per connection opens and authenticates them.
+        for _ in 0..<connections {
+            let outcome = await pool.send(Self.request(deviceToken, bundleID: bundleID, payload: payload))
+            guard case .delivered = outcome else {
+                await pool.shutdown()
+                throw BenchError(description: "the warm-up push failed: \(outcome)")
+            }
+        }
+
+        let total = requests
+        let next = Ticket(limit: total)
+        let started = ContinuousClock.now
+        let results = await withTaskGroup(of: ([Int64], [String: Int]).self) { group in
+            for _ in 0..<inFlight {
+                group.addTask {
+                    var latencies: [Int64] = []
+                    var outcomes: [String: Int] = [:]
+                    while true {
+                        let count = next.take(upTo: batch)
+                        guard count > 0 else { break }
+                        let requests = (0..<count).map { _ in
+                            Self.request(deviceToken, bundleID: bundleID, payload: payload)
+                        }
+                        let begin = ContinuousClock.now
+                        let results = count == 1 ? [await pool.send(requests[0])] : await pool.send(requests)
+                        let elapsed = ContinuousClock.now - begin
+                        latencies.append(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+                        for outcome in results { outcomes[outcome.label, default: 0] += 1 }
+                    }
+                    return (latencies, outcomes)
+                }
+            }
+            var latencies: [Int64] = []
+            latencies.reserveCapacity(total)
+            var outcomes: [String: Int] = [:]
+            for await (part, counts) in group {
+                latencies.append(contentsOf: part)
+                outcomes.merge(counts, uniquingKeysWith: +)
+            }
+            return (latencies, outcomes)
+        }
+        let elapsed = ContinuousClock.now - started
+        await pool.shutdown()
+
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let sorted = results.0.sorted()
+        func percentile(_ fraction: Double) -> String {
+            guard !sorted.isEmpty else { return "n/a" }
+            let index = min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)
+            return String(format: "%.3f ms", Double(sorted[max(0, index)]) / 1e6)
+        }
+        print(
+            "endpoint: \(endpoint) connections: \(connections) senders: \(inFlight) batch: \(batch) payload: \(payload.count) bytes")
+        print("outcomes: " + results.1.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        print(String(format: "pushes/s: %.0f", Double(total) / seconds))
+        print("latency\(batch > 1 ? " (per batch)" : "") p50: \(percentile(0.50)) p99: \(percentile(0.99)) p999: \(percentile(0.999))")
+    }
+
+    /// A Live Activity update of about `bytes` bytes.
+    static func payload(bytes: Int) -> [UInt8] {
+        let head = #"{"aps":{"event":"update","timestamp":1764000000,"content-state":{"note":""#
+        let tail = #""}}}"#
+        let filler = String(repeating: "x", count: max(0, bytes - head.utf8.count - tail.utf8.count))
+        return Array((head + filler + tail).utf8)
+    }
+
+    static func request(_ token: DeviceToken, bundleID: String, payload: [UInt8]) -> APNsRequest {
+        APNsRequest(
+            destination: .device(token), bundleID: bundleID, priority: .immediate, expiration: nil,
+            apnsID: apnsIDs.next(), payload: payload)
+    }
+
+    /// Unique lowercase UUID-shaped ids without a system call each: a random
+    /// prefix chosen once and a counter in the last group.
+    static let apnsIDs = APNsIDSequence()
+}
+
+/// Hands out `xxxxxxxx-xxxx-4xxx-8xxx-cccccccccccc` ids: random prefix, counter suffix.
+final class APNsIDSequence: Sendable {
+    private let prefix: String
+    private let counter = Atomic<UInt64>(0)
+
+    init() {
+        let random = UUID().uuidString.lowercased()
+        prefix = String(random.prefix(24))
+    }
+
+    func next() -> String {
+        let value = counter.wrappingAdd(1, ordering: .relaxed).oldValue
+        let digits = String(value, radix: 16)
+        return prefix + String(repeating: "0", count: max(0, 12 - digits.count)) + digits
+    }
+}
+
+/// Hands out at most `limit` tickets to the sending tasks.
+private final class Ticket: Sendable {
+    private let taken = Mutex(0)
+    private let limit: Int
+    init(limit: Int) { self.limit = limit }
+
+    /// Up to `count` tickets; 0 when none are left.
+    func take(upTo count: Int) -> Int {
+        taken.withLock { taken in
+            let granted = min(count, limit - taken)
+            taken += max(0, granted)
+            return max(0, granted)
+        }
+    }
+}
+
+/// A benchmark that could not run, with what happened.
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+}
