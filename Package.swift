@@ -20,8 +20,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
@@ -38,38 +38,9 @@ let package = Package(
             providers: [.apt(["libnghttp2-dev"])]
         ),
 
-        // Kafka through librdkafka: producer, group consumer, metadata, embedded mock cluster.
-        .target(
-            name: "Kafka",
-            dependencies: [
-                "CRdKafka",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-
         // Domain values and the pure state machines.
         .target(
             name: "LiveDispatchCore",
-            swiftSettings: swiftSettings
-        ),
-
-        // HTTP/2 client pool for APNs: nghttp2 sessions driven by NIO channels
-        // with TLS, token auth and response classification.
-        .target(
-            name: "APNs",
-            dependencies: [
-                "LiveDispatchCore",
-                "CNghttp2",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-            ],
             swiftSettings: swiftSettings
         ),
 
@@ -94,6 +65,34 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // The APNs client: HTTP/2 connection pool on nghttp2 + NIO + NIOSSL, JWT, response classification.
+        .target(
+            name: "APNs",
+            dependencies: [
+                "LiveDispatchCore",
+                "CNghttp2",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // Kafka through librdkafka: producer, group consumer, metadata, embedded mock cluster.
+        .target(
+            name: "Kafka",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -125,18 +124,18 @@ let package = Package(
             name: "livedispatch",
             dependencies: [
                 "LiveDispatchCore",
-                "APNs",
-                "APNsSimulator",
                 "LiveDispatchRules",
                 "LiveDispatchWorker",
                 "Kafka",
+                "APNs",
+                "APNsSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -144,6 +143,12 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchCoreTests",
             dependencies: ["LiveDispatchCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LiveDispatchRulesTests",
+            dependencies: ["LiveDispatchRules", "LiveDispatchCore"],
+            resources: [.copy("Broken")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -178,23 +183,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "LiveDispatchRulesTests",
-            dependencies: ["LiveDispatchRules", "LiveDispatchCore"],
-            resources: [.copy("Broken")],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "LiveDispatchWorkerTests",
-            dependencies: ["LiveDispatchWorker", "LiveDispatchCore"],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
             name: "KafkaTests",
             dependencies: [
                 "Kafka",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LiveDispatchWorkerTests",
+            dependencies: [
+                "LiveDispatchWorker", "LiveDispatchCore", "APNs",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -9,8 +9,8 @@ import Synchronization
 enum APNsConnectionEvent: Sendable {
     /// The server's stream limit (from SETTINGS).
     case settings(maxConcurrentStreams: Int)
-    /// A complete response.
-    case response(requestID: Int, APNsResponse)
+    /// Complete responses, in the order they ended (all those read at once).
+    case responses([(requestID: Int, response: APNsResponse)])
     /// The server did not process the request; it may be sent elsewhere.
     /// `wasSent` is false when it never left this client.
     case unprocessed(requestID: Int, wasSent: Bool)
@@ -18,7 +18,8 @@ enum APNsConnectionEvent: Sendable {
     case failed(requestID: Int, APNsError)
     /// The server sent GOAWAY; unprocessed streams follow as ``unprocessed(requestID:)``.
     case goaway(errorCode: UInt32, debug: String)
-    /// The channel closed; every stream has been reported before this.
+    /// The channel closed after it was ready; every stream has been
+    /// reported before this.
     case closed
 }
 
@@ -30,10 +31,14 @@ final class APNsConnection: Sendable {
     let channel: any Channel
     private let handler: NIOLoopBound<HTTP2ClientHandler>
 
-    private init(id: Int, channel: any Channel, handler: NIOLoopBound<HTTP2ClientHandler>) {
+    /// `:authority` of every request: the server name.
+    let authority: String
+
+    private init(id: Int, channel: any Channel, handler: NIOLoopBound<HTTP2ClientHandler>, authority: String) {
         self.id = id
         self.channel = channel
         self.handler = handler
+        self.authority = authority
     }
 
     /// Connects, completes TLS with ALPN `h2`, and returns the connection.
@@ -52,14 +57,14 @@ final class APNsConnection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: sniName)
                     let http2 = try HTTP2ClientHandler(
-                        authority: serverName, pingTimeout: pingTimeout, ready: ready, logger: logger, onEvent: onEvent)
+                        pingTimeout: pingTimeout, ready: ready, logger: logger, onEvent: onEvent)
                     try channel.pipeline.syncOperations.addHandlers([tls, http2])
                 }
             }
         return bootstrap.connect(host: endpoint.host, port: endpoint.port)
             .flatMap { channel in
                 ready.futureResult
-                    .map { APNsConnection(id: id, channel: channel, handler: $0) }
+                    .map { APNsConnection(id: id, channel: channel, handler: $0, authority: serverName) }
                     .flatMapErrorThrowing { error in
                         channel.close(promise: nil)
                         throw error
@@ -78,7 +83,8 @@ final class APNsConnection: Sendable {
     /// Starts a request; its result arrives as an event. Requests started
     /// while the event loop is busy are submitted together, then flushed once.
     func execute(requestID: Int, headers: [(name: String, value: String)], body: [UInt8]) {
-        let submission = Submission(requestID: requestID, headers: headers.map { HeaderPair(name: $0.name, value: $0.value) }, body: body)
+        let submission = Submission(
+            requestID: requestID, headers: HTTP2HeaderBlock(headers, authority: authority), body: body)
         let mustSchedule = outbox.withLock { outbox in
             outbox.submissions.append(submission)
             guard !outbox.scheduled else { return false }
@@ -95,9 +101,7 @@ final class APNsConnection: Sendable {
             }
             let handler = self.handler.value
             for submission in submissions {
-                handler.submit(
-                    requestID: submission.requestID, headers: submission.headers.map { ($0.name, $0.value) },
-                    body: submission.body, flush: false)
+                handler.submit(requestID: submission.requestID, headers: submission.headers, body: submission.body, flush: false)
             }
             handler.flushNow()
         }
@@ -120,14 +124,9 @@ final class APNsConnection: Sendable {
         channel.eventLoop.execute { handler.value.goawayAndClose() }
     }
 
-    private struct HeaderPair: Sendable {
-        var name: String
-        var value: String
-    }
-
     private struct Submission: Sendable {
         var requestID: Int
-        var headers: [HeaderPair]
+        var headers: HTTP2HeaderBlock
         var body: [UInt8]
     }
 
@@ -152,7 +151,6 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
     private static let maxBodyBytes = 16 * 1024
 
     private let session: NGHTTP2ClientSession
-    private let authority: String
     private let pingTimeout: Double
     private let ready: EventLoopPromise<NIOLoopBound<HTTP2ClientHandler>>
     private let logger: Logger
@@ -167,11 +165,10 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var pingTimer: Scheduled<Void>?
 
     init(
-        authority: String, pingTimeout: Double, ready: EventLoopPromise<NIOLoopBound<HTTP2ClientHandler>>, logger: Logger,
+        pingTimeout: Double, ready: EventLoopPromise<NIOLoopBound<HTTP2ClientHandler>>, logger: Logger,
         onEvent: @escaping @Sendable (APNsConnectionEvent) -> Void
     ) throws {
         self.session = try NGHTTP2ClientSession()
-        self.authority = authority
         self.pingTimeout = pingTimeout
         self.ready = ready
         self.logger = logger
@@ -229,16 +226,13 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: Commands from the pool
 
-    func submit(requestID: Int, headers: [(String, String)], body: [UInt8], flush: Bool = true) {
+    func submit(requestID: Int, headers: HTTP2HeaderBlock, body: [UInt8], flush: Bool = true) {
         guard !isClosed, goawayLastStreamID == nil, session.isOpen else {
             onEvent(.unprocessed(requestID: requestID, wasSent: false))
             return
         }
-        var all = headers
-        let pseudoCount = all.prefix { $0.0.hasPrefix(":") }.count
-        all.insert((":authority", authority), at: pseudoCount)
         do {
-            let streamID = try session.submitRequest(headers: all.map { (name: $0.0, value: $0.1) }, body: body)
+            let streamID = try session.submitRequest(headers, body: body)
             streams[streamID] = Stream(requestID: requestID)
             streamByRequest[requestID] = streamID
             if flush { scheduleFlush() }
@@ -281,6 +275,15 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
     // MARK: Internals
 
     private func handle(_ events: [HTTP2SessionEvent]) {
+        // Responses read together reach the pool together (one lock for all).
+        var responses: [(requestID: Int, response: APNsResponse)] = []
+        func emit(_ event: APNsConnectionEvent) {
+            if !responses.isEmpty {
+                onEvent(.responses(responses))
+                responses.removeAll()
+            }
+            onEvent(event)
+        }
         for event in events {
             switch event {
             case .header(let streamID, let name, let value):
@@ -299,29 +302,28 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
                 guard let stream = streams.removeValue(forKey: streamID) else { continue }
                 streamByRequest[stream.requestID] = nil
                 if errorCode == 0, let status = stream.status {
-                    onEvent(
-                        .response(
-                            requestID: stream.requestID,
-                            APNsResponse(status: status, headers: stream.headers, body: stream.body)))
+                    responses.append(
+                        (stream.requestID, APNsResponse(status: status, headers: stream.headers, body: stream.body)))
                 } else if errorCode == NGHTTP2ClientSession.refusedStream
                     || (goawayLastStreamID.map { streamID > $0 } ?? false)
                 {
-                    onEvent(.unprocessed(requestID: stream.requestID, wasSent: true))
+                    emit(.unprocessed(requestID: stream.requestID, wasSent: true))
                 } else if errorCode == 0 {
-                    onEvent(.failed(requestID: stream.requestID, .protocolError("stream ended without a :status")))
+                    emit(.failed(requestID: stream.requestID, .protocolError("stream ended without a :status")))
                 } else {
-                    onEvent(.failed(requestID: stream.requestID, .streamReset(errorCode: errorCode)))
+                    emit(.failed(requestID: stream.requestID, .streamReset(errorCode: errorCode)))
                 }
             case .settings(let maxConcurrentStreams):
-                onEvent(.settings(maxConcurrentStreams: maxConcurrentStreams))
+                emit(.settings(maxConcurrentStreams: maxConcurrentStreams))
             case .goaway(let lastStreamID, let errorCode, let debugData):
                 goawayLastStreamID = min(lastStreamID, goawayLastStreamID ?? lastStreamID)
-                onEvent(.goaway(errorCode: errorCode, debug: String(decoding: debugData, as: UTF8.self)))
+                emit(.goaway(errorCode: errorCode, debug: String(decoding: debugData, as: UTF8.self)))
             case .pingAcknowledged:
                 pingTimer?.cancel()
                 pingTimer = nil
             }
         }
+        if !responses.isEmpty { onEvent(.responses(responses)) }
     }
 
     private func scheduleFlush() {
@@ -369,6 +371,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
         }
         session.close()
-        onEvent(.closed)
+        // Before the handshake completed the pool learns of the failure from
+        // the connect future instead; reporting both would reconnect twice.
+        if isReady { onEvent(.closed) }
     }
 }

@@ -199,16 +199,20 @@ extension APNsConnectionPool {
         }
 
         /// A request's response arrived (any status). `succeeded` is true for
-        /// a 200, which proves the provider token and lifts the one-stream limit.
-        public mutating func responseReceived(_ request: RequestID, on id: ConnectionID, succeeded: Bool, now: Double)
-            -> [Action]
-        {
+        /// a 200, which proves the provider token and lifts the one-stream
+        /// limit. `replaceConnection` is true when the server asked for
+        /// another connection (503 `Shutdown`, 403 `UnrelatedKeyIdInToken`):
+        /// this one drains as after a GOAWAY and a replacement opens.
+        public mutating func responseReceived(
+            _ request: RequestID, on id: ConnectionID, succeeded: Bool, replaceConnection: Bool = false, now: Double
+        ) -> [Action] {
             resends[request] = nil
             // Mutated in place: copying a connection would copy its stream set.
             connections[id]?.streams.remove(request)
             connections[id]?.lastActivity = now
             if succeeded { connections[id]?.authenticated = true }
-            return closeIfDrained(id) + dispatch(now: now)
+            let replacement = replaceConnection ? goawayReceived(id) : closeIfDrained(id)
+            return replacement + dispatch(now: now)
         }
 
         /// The request was not processed by the server (`REFUSED_STREAM`, above

@@ -30,9 +30,13 @@ public struct SystemAPNsClock: APNsClock {
 public final class APNsConnectionPool: Sendable {
     /// Counts that tests and health endpoints read.
     public struct Statistics: Sendable, Hashable {
+        /// Streams open on all connections.
         public var inFlight: Int
+        /// Requests held in the bounded queue (at most `maxQueued`).
         public var queued: Int
+        /// Callers suspended in `send` because the queue was full.
         public var waiting: Int
+        /// Connections by pool state.
         public var connections: [StateMachine.ConnectionState: Int]
         /// The stream limit applied to each connection now, by connection id.
         public var streamLimits: [Int: Int]
@@ -40,9 +44,15 @@ public final class APNsConnectionPool: Sendable {
         public var tokenRenewals: Int
     }
 
+    /// Who waits for a request's outcome.
+    private enum Waiter: Sendable {
+        case single(CheckedContinuation<APNsOutcome, Never>)
+        case batch(BatchCollector, index: Int)
+    }
+
     private struct Pending {
         var request: APNsRequest
-        var continuation: CheckedContinuation<APNsOutcome, Never>
+        var waiter: Waiter
         var startedAt: NIODeadline
         var deadline: NIODeadline
         var tokenUsed: String?
@@ -55,8 +65,10 @@ public final class APNsConnectionPool: Sendable {
         var pending: [Int: Pending] = [:]
         var connections: [Int: APNsConnection] = [:]
         var sweeps = 0
+        /// Why the last connection attempt failed, while none is ready.
+        var connectionError: String?
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
-        var pingTask: RepeatedTask?
+        var periodicTask: RepeatedTask?
     }
 
     private let configuration: APNsClientConfiguration
@@ -124,7 +136,7 @@ public final class APNsConnectionPool: Sendable {
                     return state.sweeps % sweepsPerPing == 0 ? state.machine.tick(now: now) : []
                 })
         }
-        state.withLock { $0.pingTask = task }
+        state.withLock { $0.periodicTask = task }
     }
 
     /// Sends one push and classifies the answer. Waits while the pool is
@@ -136,16 +148,52 @@ public final class APNsConnectionPool: Sendable {
             await withCheckedContinuation { continuation in
                 let now = clock.now().seconds
                 let started = NIODeadline.now()
-                let actions: [StateMachine.Action] = state.withLock { state in
+                let clockNow = clock.now()
+                let (actions, preparations) = state.withLock { state in
                     state.pending[id] = Pending(
-                        request: request, continuation: continuation, startedAt: started, deadline: started + timeout)
-                    return Self.arrive(id, state: &state, now: now)
+                        request: request, waiter: .single(continuation), startedAt: started, deadline: started + timeout)
+                    return Self.prepareExecutions(
+                        Self.arrive(id, state: &state, now: now), now: clockNow, state: &state, signingKey: signingKey)
                 }
+                start(preparations)
                 perform(actions)
                 if Task.isCancelled { abandon(id, error: .cancelled) }
             }
         } onCancel: {
             abandon(id, error: .cancelled)
+        }
+    }
+
+    /// Sends several pushes at once (a fan-out to many tokens) and returns
+    /// their outcomes in the same order, when all are known. One suspension
+    /// for the whole batch; pushes that do not fit wait as in ``send(_:)``.
+    public func send(_ requests: [APNsRequest]) async -> [APNsOutcome] {
+        guard !requests.isEmpty else { return [] }
+        let timeout = TimeAmount.milliseconds(Int64(configuration.requestTimeout * 1000))
+        let first = nextRequestID.wrappingAdd(requests.count, ordering: .relaxed).oldValue
+        let ids = first..<(first + requests.count)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let collector = BatchCollector(count: requests.count, continuation: continuation)
+                let now = clock.now()
+                let started = NIODeadline.now()
+                let (actions, preparations) = state.withLock { state in
+                    var arrivals: [StateMachine.Action] = []
+                    for (index, request) in requests.enumerated() {
+                        let id = first + index
+                        state.pending[id] = Pending(
+                            request: request, waiter: .batch(collector, index: index), startedAt: started,
+                            deadline: started + timeout)
+                        arrivals += Self.arrive(id, state: &state, now: now.seconds)
+                    }
+                    return Self.prepareExecutions(arrivals, now: now, state: &state, signingKey: signingKey)
+                }
+                start(preparations)
+                perform(actions)
+                if Task.isCancelled { for id in ids { abandon(id, error: .cancelled) } }
+            }
+        } onCancel: {
+            for id in ids { abandon(id, error: .cancelled) }
         }
     }
 
@@ -176,8 +224,8 @@ public final class APNsConnectionPool: Sendable {
             if finished { continuation.resume() }
         }
         state.withLock { state in
-            state.pingTask?.cancel()
-            state.pingTask = nil
+            state.periodicTask?.cancel()
+            state.periodicTask = nil
         }
     }
 
@@ -192,6 +240,16 @@ public final class APNsConnectionPool: Sendable {
     }
 
     private func perform(_ actions: [StateMachine.Action]) {
+        guard !actions.isEmpty else { return }
+        var actions = actions
+        if actions.contains(where: { if case .execute = $0 { true } else { false } }) {
+            let now = clock.now()
+            let preparations: [Preparation]
+            (actions, preparations) = state.withLock { state in
+                Self.prepareExecutions(actions, now: now, state: &state, signingKey: signingKey)
+            }
+            start(preparations)
+        }
         for action in actions {
             switch action {
             case .createConnection(let id):
@@ -203,7 +261,8 @@ public final class APNsConnectionPool: Sendable {
                     self.perform(self.state.withLock { $0.machine.reconnectDue(id) })
                 }
             case .execute(let request, let connectionID):
-                execute(request, on: connectionID)
+                // Prepared above; never left in the list.
+                start(state.withLock { [Self.prepare(request, on: connectionID, now: clock.now(), state: &$0, signingKey: signingKey)] })
             case .admit(let request):
                 let now = clock.now().seconds
                 perform(state.withLock { Self.arrive(request, state: &$0, now: now) })
@@ -214,6 +273,7 @@ public final class APNsConnectionPool: Sendable {
                     request,
                     .retryable(.init(status: nil, reason: nil, error: error, retryAfter: nil)))
             case .ping(let connectionID):
+                metrics.pinged()
                 state.withLock { $0.connections[connectionID] }?.ping()
             case .closeConnection(let connectionID):
                 state.withLock { $0.connections[connectionID] }?.close()
@@ -237,6 +297,7 @@ public final class APNsConnectionPool: Sendable {
                 let now = self.clock.now().seconds
                 let (actions, usable) = self.state.withLock { state in
                     state.connections[id] = connection
+                    state.connectionError = nil
                     guard state.machine.state(of: id) == .connecting else { return ([StateMachine.Action](), false) }
                     return (state.machine.connectionEstablished(id, now: now), true)
                 }
@@ -251,6 +312,7 @@ public final class APNsConnectionPool: Sendable {
                     "could not connect to APNs", metadata: ["apns.connection": "\(id)", "apns.error": "\(error)"])
                 let jitter = self.jitter()
                 let actions = self.state.withLock { state in
+                    state.connectionError = "\(error)"
                     var actions = state.machine.connectionFailed(id, jitter: jitter)
                     actions += self.resumeShutdownIfFinished(&state)
                     return actions
@@ -260,50 +322,80 @@ public final class APNsConnectionPool: Sendable {
         }
     }
 
-    private func execute(_ request: Int, on connectionID: Int) {
-        let now = clock.now()
-        let prepared: (APNsConnection, [(name: String, value: String)], [UInt8])?
-        let failure: APNsError?
-        (prepared, failure) = state.withLock { state in
-            guard var pending = state.pending[request] else { return (nil, nil) }
-            guard let connection = state.connections[connectionID] else { return (nil, nil) }
-            let token: String
-            switch state.tokens.tokenForRequest(now: now) {
-            case .use(let current):
-                token = current
-            case .sign(let issuedAt):
-                do throws(APNsError) {
-                    token = try signingKey.providerToken(issuedAt: issuedAt)
-                } catch {
-                    return (nil, error)
-                }
-                state.tokens.signed(token, issuedAt: issuedAt)
+    /// A stream ready to start, or why it cannot.
+    private enum Preparation {
+        case ready(APNsConnection, request: Int, APNsRequest, token: String)
+        case signingFailed(request: Int, connection: Int, APNsError)
+        /// The request completed meanwhile (deadline) or the connection is gone.
+        case gone(request: Int, connection: Int, alive: Bool)
+    }
+
+    /// Prepares every `.execute` action under the lock (token, headers) and
+    /// returns the other actions.
+    private static func prepareExecutions(
+        _ actions: [StateMachine.Action], now: UnixTime, state: inout State, signingKey: APNsSigningKey
+    ) -> ([StateMachine.Action], [Preparation]) {
+        var others: [StateMachine.Action] = []
+        var preparations: [Preparation] = []
+        for action in actions {
+            if case .execute(let request, let connection) = action {
+                preparations.append(prepare(request, on: connection, now: now, state: &state, signingKey: signingKey))
+            } else {
+                others.append(action)
             }
-            pending.tokenUsed = token
-            state.pending[request] = pending
-            var headers = pending.request.headers
-            headers.append(("authorization", "bearer " + token))
-            return ((connection, headers, pending.request.payload), nil)
         }
-        if let failure {
-            logger.error("cannot sign the APNs provider token", metadata: ["apns.error": "\(failure)"])
-            perform(state.withLock { $0.machine.requestFailed(request, on: connectionID, now: now.seconds) })
-            complete(request, .misconfigured(failure))
-            return
+        return (others, preparations)
+    }
+
+    private static func prepare(
+        _ request: Int, on connectionID: Int, now: UnixTime, state: inout State, signingKey: APNsSigningKey
+    ) -> Preparation {
+        guard let connection = state.connections[connectionID], state.pending[request] != nil else {
+            return .gone(request: request, connection: connectionID, alive: state.pending[request] != nil)
         }
-        guard let (connection, headers, body) = prepared else {
-            // The request completed meanwhile (deadline) or the connection is
-            // gone: the machine forgets the stream; a live request goes back.
-            let alive = state.withLock { $0.pending[request] != nil }
-            perform(
-                state.withLock {
-                    alive
-                        ? $0.machine.requestRequeued(request, on: connectionID, now: now.seconds)
-                        : $0.machine.requestFailed(request, on: connectionID, now: now.seconds)
-                })
-            return
+        let token: String
+        switch state.tokens.tokenForRequest(now: now) {
+        case .use(let current):
+            token = current
+        case .sign(let issuedAt):
+            do throws(APNsError) {
+                token = try signingKey.providerToken(issuedAt: issuedAt)
+            } catch {
+                return .signingFailed(request: request, connection: connectionID, error)
+            }
+            state.tokens.signed(token, issuedAt: issuedAt)
         }
-        connection.execute(requestID: request, headers: headers, body: body)
+        state.pending[request]?.tokenUsed = token
+        guard let pending = state.pending[request] else {
+            return .gone(request: request, connection: connectionID, alive: false)
+        }
+        return .ready(connection, request: request, pending.request, token: token)
+    }
+
+    /// Starts prepared streams; handles the ones that cannot start.
+    private func start(_ preparations: [Preparation]) {
+        for preparation in preparations {
+            switch preparation {
+            case .ready(let connection, let request, let apnsRequest, let token):
+                // Headers are built outside the lock.
+                var headers = apnsRequest.headers
+                headers.append(("authorization", "bearer " + token))
+                connection.execute(requestID: request, headers: headers, body: apnsRequest.payload)
+            case .signingFailed(let request, let connectionID, let error):
+                logger.error("cannot sign the APNs provider token", metadata: ["apns.error": "\(error)"])
+                let now = clock.now().seconds
+                perform(state.withLock { $0.machine.requestFailed(request, on: connectionID, now: now) })
+                complete(request, .misconfigured(error))
+            case .gone(let request, let connectionID, let alive):
+                let now = clock.now().seconds
+                perform(
+                    state.withLock {
+                        alive
+                            ? $0.machine.requestRequeued(request, on: connectionID, now: now)
+                            : $0.machine.requestFailed(request, on: connectionID, now: now)
+                    })
+            }
+        }
     }
 
     // MARK: Connection events
@@ -315,8 +407,8 @@ public final class APNsConnectionPool: Sendable {
             logger.debug(
                 "APNs stream limit", metadata: ["apns.connection": "\(id)", "apns.max_streams": "\(maxConcurrentStreams)"])
             perform(state.withLock { $0.machine.settingsReceived(id, maxConcurrentStreams: maxConcurrentStreams, now: now.seconds) })
-        case .response(let request, let response):
-            responseReceived(response, request: request, connection: id, now: now)
+        case .responses(let responses):
+            responsesReceived(responses, connection: id, now: now)
         case .unprocessed(let request, let wasSent):
             metrics.resent()
             perform(
@@ -346,65 +438,103 @@ public final class APNsConnectionPool: Sendable {
         }
     }
 
-    private func responseReceived(_ response: APNsResponse, request: Int, connection id: Int, now: UnixTime) {
-        enum Next {
-            case complete(APNsOutcome, Pending)
-            case renewedAndRequeued
-            case ignore
-        }
-        let (next, actions): (Next, [StateMachine.Action]) = state.withLock { state in
-            guard var pending = state.pending[request] else {
-                return (.ignore, state.machine.responseReceived(request, on: id, succeeded: response.status == 200, now: now.seconds))
+    private enum AfterResponse {
+        case complete(APNsOutcome, Pending, status: Int)
+        case renewedAndRequeued(status: Int)
+    }
+
+    private func responsesReceived(
+        _ responses: [(requestID: Int, response: APNsResponse)], connection id: Int, now: UnixTime
+    ) {
+        var actions: [StateMachine.Action] = []
+        let results: [AfterResponse] = state.withLock { state in
+            var results: [AfterResponse] = []
+            results.reserveCapacity(responses.count)
+            for (request, response) in responses {
+                let (result, produced) = Self.responseReceived(
+                    response, request: request, connection: id, now: now, state: &state, signingKey: signingKey)
+                actions += produced
+                if let result { results.append(result) }
             }
-            var outcome = response.outcome(requestAPNsID: pending.request.apnsID)
-            if case .permanent(403, .expiredProviderToken) = outcome {
-                if !pending.tokenRetried, let used = pending.tokenUsed {
-                    switch state.tokens.expiredReported(token: used, now: now) {
-                    case .retry:
-                        pending.tokenRetried = true
-                        state.pending[request] = pending
-                        return (.renewedAndRequeued, state.machine.requestRequeued(request, on: id, now: now.seconds))
-                    case .sign(let issuedAt):
-                        do throws(APNsError) {
-                            let token = try signingKey.providerToken(issuedAt: issuedAt)
-                            state.tokens.signed(token, issuedAt: issuedAt)
-                            pending.tokenRetried = true
-                            state.pending[request] = pending
-                            return (.renewedAndRequeued, state.machine.requestRequeued(request, on: id, now: now.seconds))
-                        } catch {
-                            outcome = .misconfigured(error)
-                        }
-                    case .refuse:
-                        outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
-                    }
-                } else {
-                    outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
-                }
-            }
-            state.pending[request] = nil
-            return (
-                .complete(outcome, pending),
-                state.machine.responseReceived(request, on: id, succeeded: response.status == 200, now: now.seconds)
-            )
+            return results
         }
         perform(actions)
-        switch next {
-        case .complete(let outcome, let pending):
-            metrics.response(status: response.status, reason: outcome.metricReason)
-            finish(pending, outcome)
-        case .renewedAndRequeued:
-            logger.info("APNs provider token expired, renewed it and retrying", metadata: ["apns.connection": "\(id)"])
-            metrics.response(status: response.status, reason: APNsReason.expiredProviderToken.description)
-        case .ignore:
-            break
+        for result in results {
+            switch result {
+            case .complete(let outcome, let pending, let status):
+                metrics.response(status: status, reason: outcome.metricReason)
+                finish(pending, outcome)
+            case .renewedAndRequeued(let status):
+                logger.info("APNs provider token expired, renewed it and retrying", metadata: ["apns.connection": "\(id)"])
+                metrics.response(status: status, reason: APNsReason.expiredProviderToken.description)
+            }
         }
+    }
+
+    /// Classifies one response under the lock; an `ExpiredProviderToken`
+    /// renews the token (within the 20-minute rule) and re-queues the request once.
+    private static func responseReceived(
+        _ response: APNsResponse, request: Int, connection id: Int, now: UnixTime, state: inout State,
+        signingKey: APNsSigningKey
+    ) -> (AfterResponse?, [StateMachine.Action]) {
+        let succeeded = response.status == 200
+        let replace = !succeeded && response.asksForAnotherConnection
+        guard var pending = state.pending[request] else {
+            return (
+                nil,
+                state.machine.responseReceived(
+                    request, on: id, succeeded: succeeded, replaceConnection: replace, now: now.seconds)
+            )
+        }
+        var outcome = response.outcome(requestAPNsID: pending.request.apnsID)
+        if case .permanent(403, .expiredProviderToken) = outcome {
+            if !pending.tokenRetried, let used = pending.tokenUsed {
+                switch state.tokens.expiredReported(token: used, now: now) {
+                case .retry:
+                    pending.tokenRetried = true
+                    state.pending[request] = pending
+                    return (
+                        .renewedAndRequeued(status: response.status),
+                        state.machine.requestRequeued(request, on: id, now: now.seconds)
+                    )
+                case .sign(let issuedAt):
+                    do throws(APNsError) {
+                        let token = try signingKey.providerToken(issuedAt: issuedAt)
+                        state.tokens.signed(token, issuedAt: issuedAt)
+                        pending.tokenRetried = true
+                        state.pending[request] = pending
+                        return (
+                            .renewedAndRequeued(status: response.status),
+                            state.machine.requestRequeued(request, on: id, now: now.seconds)
+                        )
+                    } catch {
+                        outcome = .misconfigured(error)
+                    }
+                case .refuse:
+                    outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
+                }
+            } else {
+                outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
+            }
+        }
+        state.pending[request] = nil
+        return (
+            .complete(outcome, pending, status: response.status),
+            state.machine.responseReceived(
+                request, on: id, succeeded: succeeded, replaceConnection: replace, now: now.seconds)
+        )
     }
 
     /// Fails every request whose deadline has passed.
     private func expireDeadlines() {
         let now = NIODeadline.now()
-        let expired = state.withLock { state in state.pending.filter { $0.value.deadline <= now }.map(\.key) }
-        for request in expired { abandon(request, error: .timeout(seconds: configuration.requestTimeout)) }
+        let (expired, connectionError) = state.withLock { state in
+            let noneReady = (state.machine.connectionCounts[.ready] ?? 0) == 0
+            return (state.pending.filter { $0.value.deadline <= now }.map(\.key), noneReady ? state.connectionError : nil)
+        }
+        for request in expired {
+            abandon(request, error: .timeout(seconds: configuration.requestTimeout, connectionError: connectionError))
+        }
     }
 
     private func abandon(_ request: Int, error: APNsError) {
@@ -428,7 +558,10 @@ public final class APNsConnectionPool: Sendable {
                 "APNs configuration error: no push can succeed until it is fixed",
                 metadata: ["apns.error": "\(error)"])
         }
-        pending.continuation.resume(returning: outcome)
+        switch pending.waiter {
+        case .single(let continuation): continuation.resume(returning: outcome)
+        case .batch(let collector, let index): collector.record(outcome, at: index)
+        }
     }
 
     private func resumeShutdownIfFinished(_ state: inout State) -> [StateMachine.Action] {
@@ -457,5 +590,33 @@ extension APNsOutcome {
         case .retryable(let failure): failure.reason?.description ?? failure.error.code.description
         case .misconfigured(let error): error.code.description
         }
+    }
+}
+
+/// Gathers the outcomes of one batch and resumes its caller when the last
+/// one is in.
+private final class BatchCollector: Sendable {
+    private struct Progress {
+        var outcomes: [APNsOutcome?]
+        var remaining: Int
+        var continuation: CheckedContinuation<[APNsOutcome], Never>?
+    }
+
+    private let progress: Mutex<Progress>
+
+    init(count: Int, continuation: CheckedContinuation<[APNsOutcome], Never>) {
+        progress = Mutex(Progress(outcomes: Array(repeating: nil, count: count), remaining: count, continuation: continuation))
+    }
+
+    func record(_ outcome: APNsOutcome, at index: Int) {
+        let finished: (CheckedContinuation<[APNsOutcome], Never>, [APNsOutcome])? = progress.withLock { progress in
+            guard progress.outcomes[index] == nil else { return nil }
+            progress.outcomes[index] = outcome
+            progress.remaining -= 1
+            guard progress.remaining == 0, let continuation = progress.continuation else { return nil }
+            progress.continuation = nil
+            return (continuation, progress.outcomes.compactMap { $0 })
+        }
+        if let (continuation, outcomes) = finished { continuation.resume(returning: outcomes) }
     }
 }

@@ -79,8 +79,10 @@ public struct APNsError: Error, Sendable, Hashable, CustomStringConvertible {
         APNsError(code: .serverRefused, message: "APNs answered \(status) \(reason); retry later", isRetryable: true)
     }
 
-    static func timeout(seconds: Double) -> APNsError {
-        APNsError(code: .timeout, message: "no answer within the \(seconds) s deadline; retry later", isRetryable: true)
+    static func timeout(seconds: Double, connectionError: String? = nil) -> APNsError {
+        let cause = connectionError.map { " while no connection could be opened (\($0))" } ?? ""
+        return APNsError(
+            code: .timeout, message: "no answer within the \(seconds) s deadline\(cause); retry later", isRetryable: true)
     }
 
     static let cancelled = APNsError(

@@ -8,7 +8,7 @@ import Synchronization
 /// - `apns_request_duration_seconds`: latency from `send` to outcome;
 /// - `apns_streams_in_flight`, `apns_requests_queued`;
 /// - `apns_connections{state}`: connections by pool state;
-/// - `apns_connection_attempts_total`, `apns_resends_total`.
+/// - `apns_connection_attempts_total`, `apns_resends_total`, `apns_pings_total`.
 final class APNsMetrics: Sendable {
     private let factory: any MetricsFactory
     private let counters = Mutex<[String: Counter]>([:])
@@ -18,6 +18,7 @@ final class APNsMetrics: Sendable {
     private let connections: [StateMachineState: Gauge]
     private let attempts: Counter
     private let resends: Counter
+    private let pings: Counter
     private let delivered: Counter
     private let outcomes: [String: Counter]
 
@@ -35,6 +36,7 @@ final class APNsMetrics: Sendable {
         self.connections = connections
         attempts = Counter(label: "apns_connection_attempts_total", dimensions: [], factory: factory)
         resends = Counter(label: "apns_resends_total", dimensions: [], factory: factory)
+        pings = Counter(label: "apns_pings_total", dimensions: [], factory: factory)
         delivered = Counter(label: "apns_requests_total", dimensions: [("status", "200"), ("reason", "")], factory: factory)
         var outcomes: [String: Counter] = [:]
         for label in ["delivered", "token_invalid", "permanent", "retryable", "misconfigured"] {
@@ -78,4 +80,5 @@ final class APNsMetrics: Sendable {
 
     func connectionAttempt() { attempts.increment() }
     func resent() { resends.increment() }
+    func pinged() { pings.increment() }
 }

@@ -62,6 +62,15 @@ struct APNsResponse: Sendable, Hashable {
         return (reason, timestamp)
     }
 
+    /// Whether APNs asked for the push to go over another connection:
+    /// 503 `Shutdown` (the server is going away) or 403
+    /// `UnrelatedKeyIdInToken` (the connection is bound to another key).
+    var asksForAnotherConnection: Bool {
+        guard status == 503 || status == 403 else { return false }
+        let reason = reasonAndTimestamp.reason
+        return (status == 503 && reason == .shutdown) || (status == 403 && reason == .unrelatedKeyIDInToken)
+    }
+
     /// Classifies the response. `requestAPNsID` stands in when a server
     /// echoes no `apns-id`.
     func outcome(requestAPNsID: String) -> APNsOutcome {

@@ -101,8 +101,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         case .streamOpened(let stream):
             requests[stream] = ReceivedRequest(streamID: stream)
             perform(machine.streamOpened(stream, faults: faults), context: context)
-        case .header(let stream, let name, let value):
-            requests[stream]?.headers.append((name, value))
+        case .headers(let stream, let block):
+            requests[stream]?.headers = block
         case .data(let stream, let bytes):
             requests[stream]?.appendBody(bytes)
         case .requestComplete(let stream):

@@ -55,23 +55,31 @@ struct APNsRequestRules: Sendable {
         var collapseID: String?
         var hasDuplicates = false
 
-        init(_ fields: [(name: String, value: String)]) {
-            func set(_ slot: inout String?, _ value: String) {
+        /// Reads the fields the rules need; the others stay bytes.
+        init(_ block: HeaderBlock) {
+            func set(_ slot: inout String?, _ index: Int) {
                 if slot != nil { hasDuplicates = true }
-                slot = value
+                slot = block.value(at: index)
             }
-            for (name, value) in fields {
-                switch name {
-                case ":method": method = value
-                case ":path": path = value
-                case "authorization": set(&authorization, value)
-                case "apns-push-type": set(&pushType, value)
-                case "apns-topic": set(&topic, value)
-                case "apns-priority": set(&priority, value)
-                case "apns-expiration": set(&expiration, value)
-                case "apns-id": set(&apnsID, value)
-                case "apns-collapse-id": set(&collapseID, value)
-                default: continue
+            for index in 0..<block.count {
+                if block.name(at: index, is: ":method") {
+                    method = block.value(at: index)
+                } else if block.name(at: index, is: ":path") {
+                    path = block.value(at: index)
+                } else if block.name(at: index, is: "authorization") {
+                    set(&authorization, index)
+                } else if block.name(at: index, is: "apns-push-type") {
+                    set(&pushType, index)
+                } else if block.name(at: index, is: "apns-topic") {
+                    set(&topic, index)
+                } else if block.name(at: index, is: "apns-priority") {
+                    set(&priority, index)
+                } else if block.name(at: index, is: "apns-expiration") {
+                    set(&expiration, index)
+                } else if block.name(at: index, is: "apns-id") {
+                    set(&apnsID, index)
+                } else if block.name(at: index, is: "apns-collapse-id") {
+                    set(&collapseID, index)
                 }
             }
         }
@@ -141,13 +149,13 @@ struct APNsRequestRules: Sendable {
 
         guard request.bodySize > 0 else { return refuse(400, "PayloadEmpty", token: hex) }
         guard request.bodySize <= Self.maxPayloadBytes else { return refuse(413, "PayloadTooLarge", token: hex) }
-        guard let payload = try? JSONValue.parse(request.body), let aps = payload["aps"]?.objectValue else {
+        guard let payload = PayloadScanner.facts(of: request.body), payload.apsIsObject else {
             return refuse(400, "BadPayload", token: hex)
         }
         var event: String?
         if pushType == "liveactivity" {
-            guard let name = aps["event"]?.stringValue, ["start", "update", "end"].contains(name),
-                aps["timestamp"]?.numberValue != nil
+            guard let name = payload.event, name == "update" || name == "end" || name == "start",
+                payload.hasNumericTimestamp
             else { return refuse(400, "BadPayload", token: hex) }
             event = name
         }

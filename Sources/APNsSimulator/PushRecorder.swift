@@ -10,7 +10,10 @@ public struct RecordedPush: Sendable, Hashable {
     public var deviceToken: String
     public var apnsID: String
     /// Request headers except `authorization`, pseudo-headers included, in order.
-    public var headerFields: [HeaderField]
+    public var headerFields: [HeaderField] { receivedFields.fields.filter { $0.name != "authorization" } }
+    /// The headers as received, kept as bytes (no copy per push); the
+    /// `authorization` field is never handed out or written.
+    var receivedFields: HeaderBlock
     public var payload: [UInt8]
     /// Which connection carried it (from 1, in order of acceptance).
     public var connectionID: Int
@@ -20,7 +23,9 @@ public struct RecordedPush: Sendable, Hashable {
     /// Request headers except `authorization` by name (the first of each).
     public var headers: [String: String] {
         var map: [String: String] = [:]
-        for field in headerFields where map[field.name] == nil { map[field.name] = field.value }
+        for field in receivedFields.fields where field.name != "authorization" && map[field.name] == nil {
+            map[field.name] = field.value
+        }
         return map
     }
 
@@ -50,13 +55,17 @@ public struct RecordedPush: Sendable, Hashable {
         key("received_at")
         line.append(contentsOf: String(receivedAt).utf8)
         key("headers")
-        var seen: Set<String> = []
         line.append(UInt8(ascii: "{"))
-        for field in headerFields where seen.insert(field.name).inserted {
-            if seen.count > 1 { line.append(UInt8(ascii: ",")) }
-            JSONLine.appendString(field.name, to: &line)
+        var written: [Int] = []
+        let block = receivedFields
+        for index in 0..<block.count where !block.name(at: index, is: "authorization") {
+            // The first value of each name, as `headers` gives it.
+            guard !written.contains(where: { block.sameName(index, $0) }) else { continue }
+            if !written.isEmpty { line.append(UInt8(ascii: ",")) }
+            written.append(index)
+            JSONLine.appendString(block.nameBytes(at: index), to: &line)
             line.append(UInt8(ascii: ":"))
-            JSONLine.appendString(field.value, to: &line)
+            JSONLine.appendString(block.valueBytes(at: index), to: &line)
         }
         line.append(UInt8(ascii: "}"))
         key("payload")
@@ -73,17 +82,23 @@ public struct RecordedPush: Sendable, Hashable {
 /// JSON string escaping for record lines.
 enum JSONLine {
     static func appendString(_ text: String, to line: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
+        appendString(text.utf8, to: &line)
+    }
+
+    /// Escapes UTF-8 bytes into a JSON string (invalid UTF-8 is passed through
+    /// as it came; nghttp2 has already refused control characters in headers).
+    static func appendString(_ text: some Sequence<UInt8>, to line: inout [UInt8]) {
+        let hex: StaticString = "0123456789abcdef"
         line.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
+        for byte in text {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"):
                 line.append(UInt8(ascii: "\\"))
                 line.append(byte)
             case 0..<0x20:
                 line.append(contentsOf: Array("\\u00".utf8))
-                line.append(hex[Int(byte >> 4)])
-                line.append(hex[Int(byte & 0xF)])
+                line.append(hex.utf8Start[Int(byte >> 4)])
+                line.append(hex.utf8Start[Int(byte & 0xF)])
             default:
                 line.append(byte)
             }
@@ -96,6 +111,11 @@ enum JSONLine {
 public struct HeaderField: Sendable, Hashable {
     public var name: String
     public var value: String
+
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
 }
 
 /// What one device token received.
@@ -128,16 +148,13 @@ final class PushRecorder: Sendable {
     /// Records a push and returns its sequence number.
     @discardableResult
     func record(
-        deviceToken: String, apnsID: String, headers: [(name: String, value: String)], payload: [UInt8],
+        deviceToken: String, apnsID: String, headers: HeaderBlock, payload: [UInt8],
         connectionID: Int, receivedAt: Double
     ) -> Int {
-        let fields = headers.compactMap { name, value in
-            name == "authorization" ? nil : HeaderField(name: name, value: value)
-        }
         let push = state.withLock { state -> RecordedPush in
             state.accepted += 1
             let push = RecordedPush(
-                sequence: state.accepted, deviceToken: deviceToken, apnsID: apnsID, headerFields: fields,
+                sequence: state.accepted, deviceToken: deviceToken, apnsID: apnsID, receivedFields: headers,
                 payload: payload, connectionID: connectionID, receivedAt: receivedAt)
             if historyLimit > 0 {
                 if state.history.count < historyLimit {
@@ -233,7 +250,6 @@ final class JSONLWriter: Sendable {
         }
     }
 
-    deinit {
-        queue.sync { [handle] in try? handle.close() }
-    }
+    // No deinit: the handle closes itself when released, wherever the last
+    // reference goes (possibly a block on `queue`, which must not wait on it).
 }

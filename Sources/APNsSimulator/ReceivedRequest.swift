@@ -3,7 +3,7 @@ import LiveDispatchCore
 /// A request stream as it arrived: pseudo-headers, headers in order, body.
 struct ReceivedRequest: Sendable {
     var streamID: Int32
-    var headers: [(name: String, value: String)] = []
+    var headers = HeaderBlock()
     var body: [UInt8] = []
     /// Body bytes received in all, even those not kept beyond ``bodyLimit``.
     var bodySize = 0

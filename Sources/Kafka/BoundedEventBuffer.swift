@@ -52,6 +52,11 @@ final class BoundedEventBuffer<Element: Sendable>: Sendable {
                     state.waitingConsumer = nil
                     return .delivered(consumer)
                 }
+                if state.elements.isEmpty {
+                    // Take the batch's storage as it is: no per-element copies.
+                    state.elements = batch
+                    return .stored
+                }
                 if state.elements.count < capacity || state.unbounded {
                     state.elements.append(contentsOf: batch)
                     return .stored
@@ -127,7 +132,6 @@ final class BoundedEventBuffer<Element: Sendable>: Sendable {
                     if !state.elements.isEmpty {
                         let taken = state.elements
                         state.elements = []
-                        state.elements.reserveCapacity(min(taken.count, capacity))
                         defer { state.producerWaiting = false }
                         return .take(taken, wakeProducer: state.producerWaiting)
                     }

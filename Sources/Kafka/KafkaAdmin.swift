@@ -21,8 +21,7 @@ public final class KafkaAdmin: Sendable {
     private let client: RDKafkaAdminClient
 
     public init(configuration: KafkaClientConfiguration, logger: Logger) throws(KafkaError) {
-        var properties = configuration.librdkafkaProperties
-        properties.merge(configuration.properties) { _, raw in raw }
+        let properties = configuration.librdkafkaProperties
         client = try RDKafkaAdminClient(properties: properties, logger: logger)
     }
 
@@ -38,6 +37,23 @@ public final class KafkaAdmin: Sendable {
     /// The partition count of `topic`, or nil when the cluster does not have it.
     public func partitionCount(topic: String, timeout: Duration = .seconds(10)) async throws(KafkaError) -> Int? {
         try await partitionCounts(timeout: timeout)[topic]
+    }
+
+    /// Checks that co-partitioned `topics` all exist with one partition count
+    /// and returns it; otherwise throws an error naming every topic and its count.
+    public func requireSamePartitionCount(_ topics: [String], timeout: Duration = .seconds(10)) async throws(KafkaError)
+        -> Int
+    {
+        let counts = try await partitionCounts(timeout: timeout)
+        let found = topics.map { (topic: $0, count: counts[$0]) }
+        let distinct = Set(found.compactMap(\.count))
+        if found.allSatisfy({ $0.count != nil }), distinct.count == 1, let count = distinct.first {
+            return count
+        }
+        let listing = found.map { "\($0.topic): \($0.count.map(String.init) ?? "missing")" }.joined(separator: ", ")
+        throw KafkaError(
+            code: .metadata,
+            message: "these topics must exist with the same number of partitions (\(listing)); create or repartition them")
     }
 
     /// Creates the topics that do not exist yet; returns the names it created.

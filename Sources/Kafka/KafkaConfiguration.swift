@@ -24,12 +24,15 @@ public struct KafkaClientConfiguration: Sendable {
         self.properties = properties
     }
 
-    var librdkafkaProperties: [String: String] {
-        [
+    /// Every librdkafka property this configuration sets, raw ones last.
+    public var librdkafkaProperties: [String: String] {
+        var properties = [
             "bootstrap.servers": bootstrapServers.joined(separator: ","),
             "client.id": clientID,
             "allow.auto.create.topics": allowAutoCreateTopics ? "true" : "false",
         ]
+        properties.merge(self.properties) { _, raw in raw }
+        return properties
     }
 }
 
@@ -161,6 +164,11 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// Every librdkafka property this configuration sets, raw ones last.
     public var librdkafkaProperties: [String: String] {
         var properties = client.librdkafkaProperties
+        if !client.allowAutoCreateTopics && client.properties["allow.auto.create.topics"] == nil {
+            // Already librdkafka's consumer default; setting it explicitly makes
+            // librdkafka warn on every metadata request to brokers older than 0.11.
+            properties["allow.auto.create.topics"] = nil
+        }
         properties["group.id"] = groupID
         if let groupInstanceID { properties["group.instance.id"] = groupInstanceID }
         properties["session.timeout.ms"] = String(sessionTimeout.milliseconds)

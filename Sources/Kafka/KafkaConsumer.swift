@@ -1,5 +1,6 @@
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// A member of a consumer group. Run it as a ServiceLifecycle `Service`
 /// (``run()``) and read ``events`` from one task: assignment changes and
@@ -15,6 +16,7 @@ public final class KafkaConsumer: Service, Sendable {
     private let client: RDKafkaConsumerClient
     private let topics: [String]
     private let logger: Logger
+    private let started = Mutex(false)
 
     /// Assignment changes and records, in order. Read it from one task only;
     /// it ends after the consumer closed. Iteration is bounded: when the
@@ -38,6 +40,13 @@ public final class KafkaConsumer: Service, Sendable {
     /// ``close()``; then commits stored offsets, leaves the group and ends ``events``.
     /// Throws when subscribing fails or the consumer hits a fatal error.
     public func run() async throws {
+        let alreadyStarted = started.withLock { started in
+            defer { started = true }
+            return started
+        }
+        if alreadyStarted {
+            throw KafkaError(code: .closed, message: "a consumer runs once; create a new one to consume again")
+        }
         try client.subscribe(topics)
         logger.info("Kafka consumer subscribed", metadata: ["kafka.topics": "\(topics)"])
         try await withGracefulShutdownHandler {
@@ -145,22 +154,24 @@ public struct KafkaConsumerEvents: AsyncSequence, Sendable {
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         let buffer: BoundedEventBuffer<KafkaConsumerEvent>
-        private var batch: [KafkaConsumerEvent] = []
-        private var index = 0
+        /// The current batch, reversed so events are moved out from its end without copies.
+        private var reversedBatch: [KafkaConsumerEvent] = []
 
         init(buffer: BoundedEventBuffer<KafkaConsumerEvent>) {
             self.buffer = buffer
         }
 
         public mutating func next() async -> KafkaConsumerEvent? {
-            if index < batch.count {
-                defer { index += 1 }
-                return batch[index]
-            }
-            guard let next = await buffer.next(), !next.isEmpty else { return nil }
-            batch = next
-            index = 1
-            return next[0]
+            await next(isolation: nil)
+        }
+
+        /// Stays on the caller's executor for events already taken from the buffer.
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> KafkaConsumerEvent? {
+            if let event = reversedBatch.popLast() { return event }
+            guard var next = await buffer.next(), !next.isEmpty else { return nil }
+            next.reverse()
+            reversedBatch = consume next
+            return reversedBatch.popLast()
         }
     }
 }

@@ -15,14 +15,14 @@ public struct KafkaPartitionReader: Sendable {
 
     /// Calls `body` for every record of `topic`/`partition` below the end
     /// offset seen when the read starts, in offset order, and returns that end
-    /// offset once caught up. An empty partition returns at once.
+    /// offset once caught up. An empty partition returns at once. Fails when
+    /// the end offset cannot be read, or nothing arrives for `timeout`.
     @discardableResult
     public func readToEnd(
         topic: String, partition: Int32, timeout: Duration = .seconds(30),
         _ body: (KafkaRecord) async throws -> Void
     ) async throws -> Int64 {
-        var properties = configuration.librdkafkaProperties
-        properties.merge(configuration.properties) { _, raw in raw }
+        let properties = configuration.librdkafkaProperties
         let reader = try RDKafkaPartitionReader(properties: properties, logger: logger)
         let buffer = BoundedEventBuffer<RestoreEvent>(capacity: 16)
         let milliseconds = Int32(clamping: timeout.milliseconds)

@@ -40,12 +40,14 @@ struct BenchAPNsCommand: AsyncParsableCommand {
     @Option(name: .customLong("bundle-id"), help: "The app's bundle id.") var bundleID = "com.example.app"
     @Option(name: .customLong("payload-bytes"), help: "Approximate payload size in bytes.") var payloadBytes = 256
     @Option(help: "Per-request deadline in seconds.") var timeout = 30.0
+    @Option(help: "Pushes per send call (a fan-out); latency is then per batch.") var batch = 1
 
     func validate() throws {
         guard connections >= 1 else { throw ValidationError("--connections must be at least 1") }
         guard requests >= 1 else { throw ValidationError("--requests must be at least 1") }
         guard trustRoots == nil || !insecure else { throw ValidationError("give --trust-roots or --insecure, not both") }
         if let concurrency, concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
+        guard batch >= 1 else { throw ValidationError("--batch must be at least 1") }
     }
 
     func run() async throws {
@@ -64,9 +66,10 @@ struct BenchAPNsCommand: AsyncParsableCommand {
         } else {
             signingKey = APNsSigningKey(privateKey: P256.Signing.PrivateKey(), keyID: keyID, teamID: teamID)
         }
-        let inFlight = concurrency ?? 200 * connections
+        let batch = self.batch
+        let inFlight = concurrency ?? max(1, 200 * connections / batch)
         let configuration = APNsClientConfiguration(
-            endpoint: endpoint, connections: connections, maxQueued: max(inFlight, 1), requestTimeout: timeout,
+            endpoint: endpoint, connections: connections, maxQueued: max(inFlight * batch, 1), requestTimeout: timeout,
             additionalTrustRoots: roots, disablesCertificateVerification: insecure)
         let pool = try APNsConnectionPool(configuration: configuration, signingKey: signingKey, logger: logger)
         let payload = Self.payload(bytes: payloadBytes)
@@ -77,7 +80,7 @@ struct BenchAPNsCommand: AsyncParsableCommand {
             let outcome = await pool.send(Self.request(deviceToken, bundleID: bundleID, payload: payload))
             guard case .delivered = outcome else {
                 await pool.shutdown()
-                throw ValidationError("the warm-up push failed: \(outcome)")
+                throw BenchError(description: "the warm-up push failed: \(outcome)")
             }
         }
 
@@ -89,13 +92,17 @@ struct BenchAPNsCommand: AsyncParsableCommand {
                 group.addTask {
                     var latencies: [Int64] = []
                     var outcomes: [String: Int] = [:]
-                    while next.take() {
-                        let request = Self.request(deviceToken, bundleID: bundleID, payload: payload)
+                    while true {
+                        let count = next.take(upTo: batch)
+                        guard count > 0 else { break }
+                        let requests = (0..<count).map { _ in
+                            Self.request(deviceToken, bundleID: bundleID, payload: payload)
+                        }
                         let begin = ContinuousClock.now
-                        let outcome = await pool.send(request)
+                        let results = count == 1 ? [await pool.send(requests[0])] : await pool.send(requests)
                         let elapsed = ContinuousClock.now - begin
                         latencies.append(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
-                        outcomes[outcome.label, default: 0] += 1
+                        for outcome in results { outcomes[outcome.label, default: 0] += 1 }
                     }
                     return (latencies, outcomes)
                 }
@@ -119,10 +126,11 @@ struct BenchAPNsCommand: AsyncParsableCommand {
             let index = min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)
             return String(format: "%.3f ms", Double(sorted[max(0, index)]) / 1e6)
         }
-        print("endpoint: \(endpoint) connections: \(connections) in-flight: \(inFlight) payload: \(payload.count) bytes")
+        print(
+            "endpoint: \(endpoint) connections: \(connections) senders: \(inFlight) batch: \(batch) payload: \(payload.count) bytes")
         print("outcomes: " + results.1.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
         print(String(format: "pushes/s: %.0f", Double(total) / seconds))
-        print("latency p50: \(percentile(0.50)) p99: \(percentile(0.99)) p999: \(percentile(0.999))")
+        print("latency\(batch > 1 ? " (per batch)" : "") p50: \(percentile(0.50)) p99: \(percentile(0.99)) p999: \(percentile(0.999))")
     }
 
     /// A Live Activity update of about `bytes` bytes.
@@ -167,11 +175,17 @@ private final class Ticket: Sendable {
     private let limit: Int
     init(limit: Int) { self.limit = limit }
 
-    func take() -> Bool {
+    /// Up to `count` tickets; 0 when none are left.
+    func take(upTo count: Int) -> Int {
         taken.withLock { taken in
-            guard taken < limit else { return false }
-            taken += 1
-            return true
+            let granted = min(count, limit - taken)
+            taken += max(0, granted)
+            return max(0, granted)
         }
     }
+}
+
+/// A benchmark that could not run, with what happened.
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
 }

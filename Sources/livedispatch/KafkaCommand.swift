@@ -9,7 +9,7 @@ struct KafkaCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kafka",
         abstract: "Kafka tools: an embedded cluster and a consume benchmark.",
-        subcommands: [Embedded.self, BenchConsume.self]
+        subcommands: [Embedded.self, Consume.self, BenchConsume.self]
     )
 
     /// A topic given as `name:partitions`.
@@ -68,6 +68,69 @@ struct KafkaCommand: AsyncParsableCommand {
         }
     }
 
+    struct Consume: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Consume topics in a group and print one line per record until SIGTERM or SIGINT.",
+            discussion: """
+                Lines are `assigned <topic>[<partition>] …`, `revoked …` and
+                `record <topic> <partition> <offset> <key> <value>` (keys and values as UTF-8,
+                `null` when absent). With --commit, each printed record's offset is stored and committed.
+                """
+        )
+
+        @Option(help: "bootstrap.servers of the cluster.")
+        var bootstrapServers: String
+
+        @Option(help: "Consumer group id.")
+        var group: String
+
+        @Option(name: .customLong("topic"), help: "A topic to consume (repeatable).")
+        var topics: [String]
+
+        @Flag(help: "Store and commit the offsets of printed records.")
+        var commit = false
+
+        @Option(help: "session.timeout.ms of the group member.")
+        var sessionTimeoutMs: Int = 45_000
+
+        func run() async throws {
+            let logger = KafkaCommand.logger("livedispatch.kafka.consume", verbose: false)
+            let configuration = KafkaConsumerConfiguration(
+                client: KafkaClientConfiguration(bootstrapServers: [bootstrapServers], clientID: "livedispatch-consume"),
+                groupID: group, sessionTimeout: .milliseconds(Int64(sessionTimeoutMs)),
+                heartbeatInterval: .milliseconds(Int64(max(100, sessionTimeoutMs / 10))),
+                autoCommitInterval: commit ? .seconds(1) : nil)
+            let consumer = try KafkaConsumer(configuration: configuration, topics: topics, logger: logger)
+            let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+            let store = commit
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await consumer.run() }
+                group.addTask {
+                    for await _ in signals {
+                        consumer.close()
+                        break
+                    }
+                }
+                for await event in consumer.events {
+                    let line: String
+                    switch event {
+                    case .assigned(let partitions):
+                        line = "assigned " + partitions.map(\.description).joined(separator: " ")
+                    case .revoked(let partitions, let lost):
+                        line = "revoked " + partitions.map(\.description).joined(separator: " ") + (lost ? " lost" : "")
+                    case .record(let record):
+                        let key = record.key.map { String(decoding: $0, as: UTF8.self) } ?? "null"
+                        let value = record.value.map { String(decoding: $0, as: UTF8.self) } ?? "null"
+                        line = "record \(record.topic) \(record.partition) \(record.offset) \(key) \(value)"
+                        if store { try consumer.storeOffset(record) }
+                    }
+                    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+                }
+                group.cancelAll()
+            }
+        }
+    }
+
     struct BenchConsume: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "bench-consume",
@@ -92,47 +155,66 @@ struct KafkaCommand: AsyncParsableCommand {
         @Flag(help: "Store each record's offset, as the worker does.")
         var storeOffsets = false
 
+        @Option(name: .customLong("property"), help: "A raw librdkafka property, as name=value (repeatable).")
+        var properties: [String] = []
+
         @Flag(help: "Log librdkafka's informational messages to standard error.")
         var verbose = false
 
         func run() async throws {
             let logger = KafkaCommand.logger("livedispatch.kafka.bench", verbose: verbose)
-            let client = KafkaClientConfiguration(bootstrapServers: [bootstrapServers], clientID: "livedispatch-bench")
+            var client = KafkaClientConfiguration(bootstrapServers: [bootstrapServers], clientID: "livedispatch-bench")
+            for property in properties {
+                guard let equals = property.firstIndex(of: "=") else {
+                    throw ValidationError("--property takes name=value, got '\(property)'")
+                }
+                client.properties[String(property[..<equals])] = String(property[property.index(after: equals)...])
+            }
             if produce {
                 let started = ContinuousClock.now
                 try await produceRecords(client: client, logger: logger)
                 let seconds = (ContinuousClock.now - started).seconds
                 print("produced: \(records) in \(format(seconds)) s (\(format(Double(records) / seconds)) records/s)")
             }
-            var configuration = KafkaConsumerConfiguration(
+            let configuration = KafkaConsumerConfiguration(
                 client: client, groupID: "livedispatch-bench-\(UUID().uuidString.prefix(8))",
                 sessionTimeout: .seconds(6), heartbeatInterval: .milliseconds(500), autoCommitInterval: nil)
-            configuration.client.properties["fetch.wait.max.ms"] = "10"
             let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: logger)
             let started = ContinuousClock.now
-            var firstRecord: ContinuousClock.Instant?
+            var assignedAt: ContinuousClock.Instant?
+            var firstRecordAt: ContinuousClock.Instant?
             var count = 0
             var bytes = 0
+            // Read the options once: property wrappers are not free in a hot loop.
+            let target = records
+            let store = storeOffsets
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await consumer.run() }
                 for await event in consumer.events {
-                    guard case .record(let record) = event else { continue }
-                    if firstRecord == nil { firstRecord = .now }
+                    guard case .record(let record) = event else {
+                        if case .assigned = event, assignedAt == nil { assignedAt = .now }
+                        continue
+                    }
+                    if count == 0 { firstRecordAt = .now }
                     count += 1
                     bytes += record.value?.count ?? 0
-                    if storeOffsets { try consumer.storeOffset(record) }
-                    if count >= records { break }
+                    if store { try consumer.storeOffset(record) }
+                    if count >= target { break }
                 }
                 let finished = ContinuousClock.now
                 consumer.close()
                 try await group.waitForAll()
                 let total = (finished - started).seconds
-                let steady = (finished - (firstRecord ?? started)).seconds
+                let assigned = assignedAt ?? started
+                let first = firstRecordAt ?? finished
+                let steady = (finished - first).seconds
                 print("records: \(count)")
                 print("bytes: \(bytes)")
-                print("time-to-first-record-seconds: \(format((firstRecord ?? finished) - started))")
-                print("consume-seconds: \(format(steady))")
+                print("time-to-assignment-seconds: \(format(assigned - started))")
+                print("assignment-to-first-record-seconds: \(format(first - assigned))")
+                print("first-to-last-record-seconds: \(format(steady))")
                 print("records-per-second: \(format(Double(count) / steady))")
+                print("records-per-second-from-assignment: \(format(Double(count) / (finished - assigned).seconds))")
                 print("total-seconds: \(format(total))")
                 print("records-per-second-including-join: \(format(Double(count) / total))")
             }

@@ -40,7 +40,7 @@ struct APNsRequestRulesTests {
                 headers.append((name, value))
             }
         }
-        request.headers = headers.compactMap { name, value in value.map { (name, $0) } }
+        request.headers = HeaderBlock(headers.compactMap { name, value in value.map { HeaderField(name: name, value: $0) } })
         request.appendBody(body)
         return request
     }
@@ -134,7 +134,7 @@ struct APNsRequestRulesTests {
     @Test("duplicated headers are refused")
     func duplicates() throws {
         var duplicated = try request()
-        duplicated.headers.append(("apns-topic", "com.example.sports.push-type.liveactivity"))
+        duplicated.headers.append(name: "apns-topic", value: "com.example.sports.push-type.liveactivity")
         #expect(evaluate(duplicated).response == SimulatedResponse(status: 400, reason: "DuplicateHeaders"))
     }
 

@@ -14,7 +14,8 @@ struct PushRecorderTests {
         for index in 1...5 {
             recorder.record(
                 deviceToken: index % 2 == 0 ? "aa" : "bb", apnsID: "id-\(index)",
-                headers: [(":path", "/3/device/x"), ("authorization", "bearer secret")], payload: Self.payload,
+                headers: HeaderBlock([HeaderField(name: ":path", value: "/3/device/x"), HeaderField(name: "authorization", value: "bearer secret")]),
+                payload: Self.payload,
                 connectionID: 1, receivedAt: Double(index))
         }
         #expect(recorder.acceptedCount == 5)
@@ -29,11 +30,14 @@ struct PushRecorderTests {
     @Test("a record line is one line of JSON with escaped headers and the payload as JSON")
     func jsonLine() throws {
         let push = RecordedPush(
-            sequence: 7, deviceToken: "abcd", apnsID: "id", headerFields: [
+            sequence: 7, deviceToken: "abcd", apnsID: "id", receivedFields: HeaderBlock([
+                HeaderField(name: "authorization", value: "bearer secret"),
                 HeaderField(name: "apns-topic", value: "a\"b\\c\u{1}"), HeaderField(name: "apns-topic", value: "second"),
-            ], payload: Self.payload, connectionID: 2, receivedAt: 1.5)
+            ]), payload: Self.payload, connectionID: 2, receivedAt: 1.5)
         let line = push.jsonLine
         #expect(!line.contains(UInt8(ascii: "\n")))
+        #expect(!String(decoding: line, as: UTF8.self).contains("secret"))
+        #expect(push.headerFields.map(\.name) == ["apns-topic", "apns-topic"])
         let value = try JSONValue.parse(line)
         #expect(value["sequence"]?.integerValue == 7)
         #expect(value["token"]?.stringValue == "abcd")
@@ -50,7 +54,7 @@ struct PushRecorderTests {
         let recorder = try PushRecorder(historyLimit: 10, recordFile: path)
         for index in 1...50 {
             recorder.record(
-                deviceToken: "aa", apnsID: "id-\(index)", headers: [], payload: Self.payload, connectionID: 1,
+                deviceToken: "aa", apnsID: "id-\(index)", headers: HeaderBlock(), payload: Self.payload, connectionID: 1,
                 receivedAt: 0)
         }
         await recorder.flush()

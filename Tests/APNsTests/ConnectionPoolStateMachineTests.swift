@@ -175,4 +175,17 @@ struct ConnectionPoolStateMachineTests {
         #expect(machine.connectionClosed(0, jitter: 0) == [])
         #expect(machine.isFinished)
     }
+
+    @Test func aResponseAskingForAnotherConnectionDrainsThisOne() {
+        var machine = machine(maxQueued: 10)
+        _ = ready(&machine)
+        _ = machine.requestArrived(1, now: 0)
+        _ = machine.responseReceived(1, on: 0, succeeded: true, now: 0)
+        _ = machine.requestArrived(2, now: 0)
+        _ = machine.requestArrived(3, now: 0)
+        #expect(machine.responseReceived(2, on: 0, succeeded: false, replaceConnection: true, now: 0) == [.createConnection(1)])
+        #expect(machine.state(of: 0) == .draining)
+        #expect(machine.requestArrived(4, now: 0) == .queued)
+        #expect(machine.responseReceived(3, on: 0, succeeded: true, now: 0) == [.closeConnection(0)])
+    }
 }

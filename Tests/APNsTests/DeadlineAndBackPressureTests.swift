@@ -8,14 +8,31 @@ import Testing
 /// Against a TLS server that completes the handshake and then never answers.
 @Suite("Deadlines and back-pressure")
 struct DeadlineAndBackPressureTests {
-    func makePool(_ server: SilentTLSServer, maxQueued: Int, requestTimeout: Double) throws -> APNsConnectionPool {
+    func makePool(
+        _ server: SilentTLSServer, maxQueued: Int, requestTimeout: Double, idlePingInterval: Double = 600,
+        pingTimeout: Double = 10, metrics: TestMetrics = TestMetrics()
+    ) throws -> APNsConnectionPool {
         let configuration = APNsClientConfiguration(
             endpoint: .init(host: "127.0.0.1", port: server.port, serverName: "localhost"), connections: 1,
-            maxQueued: maxQueued, requestTimeout: requestTimeout,
-            additionalTrustRoots: try server.certificate.trustRoots())
+            maxQueued: maxQueued, requestTimeout: requestTimeout, idlePingInterval: idlePingInterval,
+            pingTimeout: pingTimeout, additionalTrustRoots: try server.certificate.trustRoots())
         return try APNsConnectionPool(
-            configuration: configuration, signingKey: testKey, logger: Logger(label: "apns-tests"),
-            metricsFactory: TestMetrics())
+            configuration: configuration, signingKey: testKey,
+            logger: Logger(label: "apns-tests") { _ in SwiftLogNoOpLogHandler() }, metricsFactory: metrics)
+    }
+
+    @Test func anUnansweredPingClosesTheConnectionAndThePoolReconnects() async throws {
+        let server = try SilentTLSServer()
+        let metrics = TestMetrics()
+        let pool = try makePool(server, maxQueued: 10, requestTimeout: 5, idlePingInterval: 1, pingTimeout: 1, metrics: metrics)
+        let reconnected = await eventually(timeout: 60) {
+            let pings = (try? metrics.expectCounter("apns_pings_total").totalValue) ?? 0
+            let attempts = (try? metrics.expectCounter("apns_connection_attempts_total").totalValue) ?? 0
+            return pings >= 1 && attempts >= 2
+        }
+        #expect(reconnected)
+        await pool.shutdown()
+        try await server.close()
     }
 
     @Test func aRequestWithoutAnswerEndsAtItsDeadline() async throws {
@@ -83,6 +100,25 @@ struct DeadlineAndBackPressureTests {
         }
         #expect(failure.error.code == .cancelled)
         #expect(pool.statistics.inFlight == 0)
+        await pool.shutdown()
+        try await server.close()
+    }
+
+    @Test func aBatchLargerThanTheQueueWaitsAndEndsAtItsDeadline() async throws {
+        let server = try SilentTLSServer()
+        let pool = try makePool(server, maxQueued: 3, requestTimeout: 2)
+        let requests = try (0..<10).map { try testRequest(token: hexToken($0)) }
+        let outcomes = await pool.send(requests)
+        #expect(outcomes.count == 10)
+        for outcome in outcomes {
+            guard case .retryable(let failure) = outcome else {
+                Issue.record("expected a timeout, got \(outcome)")
+                continue
+            }
+            #expect(failure.error.code == .timeout)
+        }
+        #expect(pool.statistics.queued == 0)
+        #expect(pool.statistics.waiting == 0)
         await pool.shutdown()
         try await server.close()
     }

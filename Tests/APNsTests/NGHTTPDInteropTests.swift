@@ -73,8 +73,11 @@ struct NGHTTPDInteropTests {
         let missing = await pool.send(try testRequest(token: hexToken(999)))
         #expect(missing == .permanent(status: 404, reason: .unknown("HTTP 404")))
 
-        // nghttpd announces 100 streams; the pool applies it after the first success.
-        #expect(pool.statistics.streamLimits.values.allSatisfy { $0 == 100 })
+        // nghttpd announces 100 streams; a connection applies it after its
+        // first success (one that carried none yet still allows 1).
+        let limits = pool.statistics.streamLimits.values
+        #expect(limits.contains(100))
+        #expect(limits.allSatisfy { $0 == 100 || $0 == 1 })
         #expect(pool.statistics.tokenRenewals == 1)
         let delivered = try metrics.expectCounter("apns_requests_total", [("status", "200"), ("reason", "")])
         #expect(delivered.totalValue == 400)
@@ -102,6 +105,7 @@ struct NGHTTPDInteropTests {
     @Test func resetConnectionsResolveEveryRequestExactlyOnceAndReconnect() async throws {
         let tokens = (0..<4).map(hexToken)
         let certificate = try TestCertificate.make()
+        defer { certificate.remove() }
         let server = try NGHTTPDServer(tokens: tokens, certificate: certificate)
         try await server.waitUntilListening()
         let pool = try makePool(port: server.port, trustRoots: try certificate.trustRoots(), requestTimeout: 10)

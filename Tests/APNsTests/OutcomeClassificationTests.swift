@@ -74,4 +74,28 @@ struct OutcomeClassificationTests {
         }
         #expect(error.code == .pushRejectedForConfiguration)
     }
+
+    @Test func shutdownAndUnrelatedKeyAskForAnotherConnection() {
+        #expect(response(503, #"{"reason":"Shutdown"}"#).asksForAnotherConnection)
+        #expect(response(403, #"{"reason":"UnrelatedKeyIdInToken"}"#).asksForAnotherConnection)
+        #expect(!response(503, #"{"reason":"ServiceUnavailable"}"#).asksForAnotherConnection)
+        #expect(!response(403, #"{"reason":"InvalidProviderToken"}"#).asksForAnotherConnection)
+        #expect(!response(200).asksForAnotherConnection)
+    }
+}
+
+@Suite("HTTP/2 header block")
+struct HTTP2HeaderBlockTests {
+    @Test func authorityFollowsThePseudoHeaders() throws {
+        let request = APNsRequest(
+            destination: .device(try DeviceToken(hex: "abcd")), bundleID: "com.example.app", priority: .immediate,
+            expiration: nil, apnsID: "00000000-0000-0000-0000-000000000001", payload: Array("{}".utf8))
+        let block = HTTP2HeaderBlock(request.headers, authority: "api.push.apple.com")
+        let names = block.headers.map(\.name)
+        #expect(names.prefix(4) == [":method", ":scheme", ":path", ":authority"])
+        #expect(block.headers[3].value == "api.push.apple.com")
+        #expect(block.headers.count == request.headers.count + 1)
+        #expect(block.headers.first { $0.name == ":path" }?.value == "/3/device/abcd")
+        #expect(HTTP2HeaderBlock([(":method", "GET")], authority: "h").headers.map(\.name) == [":method", ":authority"])
+    }
 }

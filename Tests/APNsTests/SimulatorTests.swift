@@ -28,12 +28,13 @@ struct SimulatorTests {
 
     func makePool(
         _ simulator: APNsSimulator, key: APNsSigningKey = testKey, connections: Int = 2, requestTimeout: Double = 30,
-        clock: any APNsClock = SystemAPNsClock(), metrics: TestMetrics = TestMetrics()
+        idlePingInterval: Double = 600, clock: any APNsClock = SystemAPNsClock(), metrics: TestMetrics = TestMetrics()
     ) throws -> APNsConnectionPool {
         let roots = try NIOSSLCertificate.fromPEMBytes(Array(simulator.certificate.certificatePEM.utf8))
         let configuration = APNsClientConfiguration(
             endpoint: .init(host: "127.0.0.1", port: simulator.port, serverName: "localhost"),
-            connections: connections, requestTimeout: requestTimeout, additionalTrustRoots: roots)
+            connections: connections, requestTimeout: requestTimeout, idlePingInterval: idlePingInterval,
+            additionalTrustRoots: roots)
         return try APNsConnectionPool(
             configuration: configuration, signingKey: key, clock: clock,
             logger: Logger(label: "apns-tests") { _ in SwiftLogNoOpLogHandler() }, metricsFactory: metrics)
@@ -240,6 +241,42 @@ struct SimulatorTests {
             return
         }
         #expect(failure.error.code == .timeout)
+        await pool.shutdown()
+        try await simulator.stop()
+    }
+
+    @Test func idleConnectionsArePingedAndStayOpen() async throws {
+        let simulator = try await startSimulator()
+        let metrics = TestMetrics()
+        let pool = try makePool(simulator, connections: 1, idlePingInterval: 1, metrics: metrics)
+        #expect(isDelivered(await pool.send(try testRequest(token: hexToken(1)))))
+        let pinged = await eventually(timeout: 60) {
+            ((try? metrics.expectCounter("apns_pings_total").totalValue) ?? 0) >= 3
+        }
+        #expect(pinged)
+        // Answered pings keep the connection: still the first one, still usable.
+        #expect(try metrics.expectCounter("apns_connection_attempts_total").totalValue == 1)
+        #expect(isDelivered(await pool.send(try testRequest(token: hexToken(2)))))
+        await pool.shutdown()
+        try await simulator.stop()
+    }
+
+    @Test func aBatchReturnsEveryOutcomeInOrder() async throws {
+        let gone = hexToken(0x5410)
+        let simulator = try await startSimulator(faults: SimulatorFaults(unregisteredTokens: [gone: 1_764_000_000_000]))
+        let pool = try makePool(simulator)
+        var requests = try (0..<250).map { try testRequest(token: hexToken(0x5000 + $0)) }
+        requests[137] = try testRequest(token: gone)
+        let outcomes = await pool.send(requests)
+        #expect(outcomes.count == requests.count)
+        for (index, outcome) in outcomes.enumerated() {
+            if index == 137 {
+                #expect(outcome == .tokenInvalid(reason: .unregistered, since: UnixTime(seconds: 1_764_000_000)))
+            } else {
+                #expect(outcome == .delivered(apnsID: requests[index].apnsID))
+            }
+        }
+        #expect(await pool.send([]) == [])
         await pool.shutdown()
         try await simulator.stop()
     }

@@ -67,6 +67,16 @@ struct ProduceConsumeTests {
         let admin = try KafkaAdmin(configuration: cluster.clientConfiguration(), logger: testLogger())
         #expect(try await admin.partitionCount(topic: "livedispatch.commands") == 6)
         #expect(try await admin.partitionCount(topic: "missing") == nil)
+        try cluster.createTopic("livedispatch.tokens", partitions: 6)
+        try cluster.createTopic("livedispatch.token-store", partitions: 4)
+        #expect(try await admin.requireSamePartitionCount(["livedispatch.commands", "livedispatch.tokens"]) == 6)
+        await #expect {
+            try await admin.requireSamePartitionCount(["livedispatch.commands", "livedispatch.token-store", "gone"])
+        } throws: { error in
+            let message = (error as? KafkaError)?.message ?? ""
+            return message.contains("livedispatch.commands: 6") && message.contains("livedispatch.token-store: 4")
+                && message.contains("gone: missing")
+        }
         // librdkafka 2.0.2's mock cluster has no controller and does not
         // implement CreateTopics: the request must fail with librdkafka's own
         // explanation instead of hanging or pretending to succeed.
@@ -104,11 +114,12 @@ struct ProduceConsumeTests {
         #expect(properties["group.instance.id"] == "pod-1")
         #expect(properties["partition.assignment.strategy"] == "cooperative-sticky")
         #expect(properties["enable.auto.offset.store"] == "false")
-        #expect(properties["allow.auto.create.topics"] == "false")
+        #expect(properties["allow.auto.create.topics"] == nil)  // librdkafka's consumer default: false
         #expect(properties["security.protocol"] == "SASL_SSL")
         #expect(properties["session.timeout.ms"] == "7000")
         let producer = KafkaProducerConfiguration(client: client, linger: .milliseconds(20)).librdkafkaProperties
         #expect(producer["linger.ms"] == "20")
         #expect(producer["partitioner"] == "murmur2_random")
+        #expect(producer["allow.auto.create.topics"] == "false")
     }
 }

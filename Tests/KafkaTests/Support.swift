@@ -149,3 +149,17 @@ func produce(
         return reports
     }
 }
+
+/// Events shared between tasks of a test.
+final class EventLog: Sendable {
+    private let events = Mutex<[KafkaConsumerEvent]>([])
+    func append(_ event: KafkaConsumerEvent) { events.withLock { $0.append(event) } }
+    var all: [KafkaConsumerEvent] { events.withLock { $0 } }
+}
+
+/// A counter shared between tasks of a test.
+final class Counter: Sendable {
+    private let count = Atomic<Int>(0)
+    func increment() { count.add(1, ordering: .relaxed) }
+    var value: Int { count.load(ordering: .relaxed) }
+}

@@ -4,7 +4,8 @@ import CNghttp2
 /// Callbacks from nghttp2 only record events; the owner handles them after
 /// `receive` returns, so no Swift code runs re-entrantly inside nghttp2.
 enum HTTP2SessionEvent: Sendable, Equatable {
-    /// A response header (pseudo-headers such as `:status` included).
+    /// A response header the client reads (`:status`, `apns-id`,
+    /// `apns-unique-id`, `retry-after`).
     case header(streamID: Int32, name: String, value: String)
     /// A chunk of a response body.
     case data(streamID: Int32, bytes: [UInt8])
@@ -106,27 +107,17 @@ final class NGHTTP2ClientSession {
         return nghttp2_session_want_read(session) != 0 || nghttp2_session_want_write(session) != 0
     }
 
-    /// Queues a request; returns its stream id. Headers are copied by nghttp2.
-    func submitRequest(headers: [(name: String, value: String)], body: [UInt8]) throws(HTTP2SessionError) -> Int32 {
+    /// Queues a request; returns its stream id. nghttp2 copies the headers.
+    func submitRequest(_ block: HTTP2HeaderBlock, body: [UInt8]) throws(HTTP2SessionError) -> Int32 {
         guard let session else { throw HTTP2SessionError(code: Int(NGHTTP2_ERR_INVALID_STATE.rawValue), operation: "submit_request") }
-        // One buffer holding every name and value, then name/value pairs pointing into it.
-        var storage: [UInt8] = []
-        var ranges: [(name: Range<Int>, value: Range<Int>)] = []
-        ranges.reserveCapacity(headers.count)
-        for header in headers {
-            let nameStart = storage.count
-            storage.append(contentsOf: header.name.utf8)
-            let valueStart = storage.count
-            storage.append(contentsOf: header.value.utf8)
-            ranges.append((nameStart..<valueStart, valueStart..<storage.count))
-        }
+        var storage = block.storage
         if storage.isEmpty { storage.append(0) }
         let streamID: Int32 = storage.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress!
-            var nva = ranges.map { range in
+            guard let base = buffer.baseAddress else { return NGHTTP2_ERR_NOMEM.rawValue }
+            var nva = block.fields.map { field in
                 nghttp2_nv(
-                    name: base + range.name.lowerBound, value: base + range.value.lowerBound,
-                    namelen: range.name.count, valuelen: range.value.count,
+                    name: base + field.name.lowerBound, value: base + field.value.lowerBound,
+                    namelen: field.name.count, valuelen: field.value.count,
                     flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
             }
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
@@ -229,8 +220,18 @@ private func session(from userData: UnsafeMutableRawPointer?) -> NGHTTP2ClientSe
     return Unmanaged<NGHTTP2ClientSession>.fromOpaque(userData).takeUnretainedValue()
 }
 
+/// Response headers the client reads; others (`date`, `server`, …) are
+/// skipped before any string is made.
+private let wantedHeaders: [[UInt8]] = [":status", "apns-id", "apns-unique-id", "retry-after"].map { Array($0.utf8) }
+
+private func isWanted(_ name: UnsafePointer<UInt8>, _ length: Int) -> Bool {
+    let bytes = UnsafeBufferPointer(start: name, count: length)
+    return wantedHeaders.contains { $0.count == length && $0.elementsEqual(bytes) }
+}
+
 private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
     guard let owner = session(from: userData), let frame, let name, let value else { return 0 }
+    guard isWanted(name, nameLength) else { return 0 }
     let nameText = String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self)
     let valueText = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)
     owner.record(.header(streamID: frame.pointee.hd.stream_id, name: nameText, value: valueText))

@@ -5,8 +5,8 @@ import CNghttp2
 enum HTTP2ServerEvent {
     /// A client opened a request stream (its HEADERS began).
     case streamOpened(Int32)
-    /// One request header field.
-    case header(stream: Int32, name: String, value: String)
+    /// The request's header block, complete.
+    case headers(stream: Int32, HeaderBlock)
     /// A chunk of a request body.
     case data(stream: Int32, bytes: [UInt8])
     /// The request is complete (END_STREAM seen).
@@ -32,6 +32,9 @@ final class NGHTTP2ServerSession {
     private var session: OpaquePointer?
     /// Events collected by the callbacks during one `receive`.
     fileprivate var events: [HTTP2ServerEvent] = []
+    /// The request header block being received. HTTP/2 sends a header
+    /// block without interleaving, so there is at most one.
+    fileprivate var headerBlock: (stream: Int32, block: HeaderBlock)?
     /// Response bodies waiting to be read by nghttp2's data provider.
     fileprivate var bodies: [Int32: (bytes: [UInt8], offset: Int)] = [:]
     /// RST_STREAM frames this side submitted on purpose, so those nghttp2
@@ -237,16 +240,20 @@ private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, user
     guard let frame, let session = owner(userData) else { return 0 }
     if isRequestHeaders(frame) {
         session.events.append(.streamOpened(frame.pointee.hd.stream_id))
+        session.headerBlock = (frame.pointee.hd.stream_id, HeaderBlock())
+    } else {
+        session.headerBlock = nil
     }
     return 0
 }
 
 private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
-    guard let frame, let session = owner(userData) else { return 0 }
-    let nameText = name.map { String(decoding: UnsafeBufferPointer(start: $0, count: nameLength), as: UTF8.self) } ?? ""
-    let valueText =
-        value.map { String(decoding: UnsafeBufferPointer(start: $0, count: valueLength), as: UTF8.self) } ?? ""
-    session.events.append(.header(stream: frame.pointee.hd.stream_id, name: nameText, value: valueText))
+    guard let frame, let session = owner(userData), session.headerBlock?.stream == frame.pointee.hd.stream_id else {
+        return 0
+    }
+    session.headerBlock?.block.append(
+        name: UnsafeBufferPointer(start: name, count: name == nil ? 0 : nameLength),
+        value: UnsafeBufferPointer(start: value, count: value == nil ? 0 : valueLength))
     return 0
 }
 
@@ -261,6 +268,10 @@ private let onFrameReceived: nghttp2_on_frame_recv_callback = { _, frame, userDa
     guard let frame, let session = owner(userData) else { return 0 }
     let type = frame.pointee.hd.type
     let endStream = frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+    if isRequestHeaders(frame), let (stream, block) = session.headerBlock, stream == frame.pointee.hd.stream_id {
+        session.headerBlock = nil
+        session.events.append(.headers(stream: stream, block))
+    }
     if type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue), endStream {
         session.events.append(.requestComplete(frame.pointee.hd.stream_id))
     } else if type == UInt8(NGHTTP2_SETTINGS.rawValue), frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 {

@@ -167,7 +167,9 @@ enum RDKafkaPartitionList {
     static func make(
         _ partitions: [TopicPartition], offsets: [Int64]? = nil
     ) -> UnsafeMutablePointer<rd_kafka_topic_partition_list_t> {
-        let list = rd_kafka_topic_partition_list_new(Int32(max(1, partitions.count)))!
+        // librdkafka aborts on allocation failure: the list is never NULL.
+        let list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t> = rd_kafka_topic_partition_list_new(
+            Int32(max(1, partitions.count)))
         for (index, partition) in partitions.enumerated() {
             let element = rd_kafka_topic_partition_list_add(list, partition.topic, partition.partition)
             if let offsets, let element { element.pointee.offset = offsets[index] }

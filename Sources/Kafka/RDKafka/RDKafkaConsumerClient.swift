@@ -26,8 +26,10 @@ final class RDKafkaConsumerClient: Sendable {
     /// including from the rebalance callback, which librdkafka calls on that thread.
     private final class PollThreadState: @unchecked Sendable {
         var pending: [KafkaConsumerEvent] = []
-        var topicNames: [OpaquePointer: String] = [:]
+        var topicNames = RDKafkaMessage.TopicNames()
         var rebalances = 0
+        /// Partitions revoked while a batch call was being served.
+        var revokedDuringBatch: Set<TopicPartition> = []
     }
 
     init(properties: [String: String], bufferCapacity: Int, logger: Logger) throws(KafkaError) {
@@ -41,7 +43,7 @@ final class RDKafkaConsumerClient: Sendable {
                 if let handler = context.rebalanceHandler.withLock({ $0 }) {
                     handler(handle, error, partitions)
                 } else {
-                    _ = rd_kafka_assign(handle, nil)
+                    RDKafkaConsumerClient.unassign(handle, error: error, partitions: partitions)
                 }
             }
             rd_kafka_conf_set_offset_commit_cb(configuration) { handle, error, _, opaque in
@@ -61,13 +63,34 @@ final class RDKafkaConsumerClient: Sendable {
         rd_kafka_poll_set_consumer(handle.pointer)
         context.rebalanceHandler.withLock { handler in
             handler = { [weak self] handle, error, partitions in
-                self?.rebalance(handle: handle, error: error, partitions: partitions)
+                if let self {
+                    self.rebalance(handle: handle, error: error, partitions: partitions)
+                } else {
+                    RDKafkaConsumerClient.unassign(handle, error: error, partitions: partitions)
+                }
             }
         }
     }
 
+    /// Keeps librdkafka's rebalance going when no consumer is left to hear
+    /// about it: assignments are refused, revocations accepted.
+    private static func unassign(
+        _ handle: OpaquePointer, error: rd_kafka_resp_err_t,
+        partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+    ) {
+        if String(cString: rd_kafka_rebalance_protocol(handle)) == "COOPERATIVE" {
+            if error == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS, let failure = rd_kafka_incremental_unassign(handle, partitions) {
+                rd_kafka_error_destroy(failure)
+            }
+        } else {
+            _ = rd_kafka_assign(handle, nil)
+        }
+    }
+
     func subscribe(_ topics: [String]) throws(KafkaError) {
-        let list = rd_kafka_topic_partition_list_new(Int32(max(1, topics.count)))!
+        // librdkafka aborts on allocation failure: the list is never NULL.
+        let list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t> = rd_kafka_topic_partition_list_new(
+            Int32(max(1, topics.count)))
         defer { rd_kafka_topic_partition_list_destroy(list) }
         for topic in topics { rd_kafka_topic_partition_list_add(list, topic, RD_KAFKA_PARTITION_UA) }
         let error = rd_kafka_subscribe(handle.pointer, list)
@@ -101,17 +124,38 @@ final class RDKafkaConsumerClient: Sendable {
 
     private func pollLoop() {
         let rk = handle.pointer
+        // Wait for one message with consumer_poll, then take whatever else is
+        // ready in one call: far fewer queue operations per record.
+        let queue = rd_kafka_queue_get_consumer(rk)
+        let batchSize = 1024
+        let messages = UnsafeMutablePointer<UnsafeMutablePointer<rd_kafka_message_t>?>.allocate(capacity: batchSize)
+        defer { messages.deallocate() }
         while !closeRequested.load(ordering: .acquiring) {
             if let message = rd_kafka_consumer_poll(rk, 100) {
                 handle(message: message)
-                var drained = 1
-                while drained < 2048, let more = rd_kafka_consumer_poll(rk, 0) {
-                    handle(message: more)
-                    drained += 1
+                if let queue {
+                    pollState.revokedDuringBatch = []
+                    let count = rd_kafka_consume_batch_queue(queue, 0, messages, batchSize)
+                    for index in 0..<max(0, count) {
+                        guard let message = messages[index] else { continue }
+                        // A revocation served inside this call purged its
+                        // partitions; records dequeued before it must go too.
+                        if !pollState.revokedDuringBatch.isEmpty, message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR,
+                            let rkt = message.pointee.rkt,
+                            pollState.revokedDuringBatch.contains(
+                                TopicPartition(
+                                    topic: String(cString: rd_kafka_topic_name(rkt)), partition: message.pointee.partition))
+                        {
+                            rd_kafka_message_destroy(message)
+                            continue
+                        }
+                        handle(message: message)
+                    }
                 }
             }
             flushPending()
         }
+        if let queue { rd_kafka_queue_destroy(queue) }
         buffer.makeUnbounded()
         if fatalError.withLock({ $0 }) == nil {
             finalCommit()
@@ -195,6 +239,7 @@ final class RDKafkaConsumerClient: Sendable {
                     return false
                 }
                 pollState.pending.removeAll(where: belongsToRevoked)
+                pollState.revokedDuringBatch.formUnion(revokedSet)
                 buffer.removeAll(where: belongsToRevoked)
                 if commitFirst { commitStoredOffsets(reason: "revoke") }
                 pollState.pending.append(.revoked(revoked, lost: lost))

@@ -2,20 +2,33 @@ import CRdKafka
 
 /// Copies consumed librdkafka messages into Swift values.
 enum RDKafkaMessage {
-    /// A Swift record copied out of a consumed message; `topicNames` caches topic handle names.
+    /// Remembers topic names of topic handles, so a record does not build its topic string anew.
+    struct TopicNames {
+        private var lastHandle: OpaquePointer?
+        private var lastName = ""
+        private var names: [OpaquePointer: String] = [:]
+
+        mutating func name(of handle: OpaquePointer) -> String {
+            if handle == lastHandle { return lastName }
+            let name: String
+            if let cached = names[handle] {
+                name = cached
+            } else {
+                name = String(cString: rd_kafka_topic_name(handle))
+                names[handle] = name
+            }
+            lastHandle = handle
+            lastName = name
+            return name
+        }
+    }
+
+    /// A Swift record copied out of a consumed message.
     static func record(
-        from message: UnsafeMutablePointer<rd_kafka_message_t>, topicNames: inout [OpaquePointer: String]
+        from message: UnsafeMutablePointer<rd_kafka_message_t>, topicNames: inout TopicNames
     ) -> KafkaRecord {
         let raw = message.pointee
-        var topic = ""
-        if let rkt = raw.rkt {
-            if let cached = topicNames[rkt] {
-                topic = cached
-            } else {
-                topic = String(cString: rd_kafka_topic_name(rkt))
-                topicNames[rkt] = topic
-            }
-        }
+        let topic = raw.rkt.map { topicNames.name(of: $0) } ?? ""
         let key = raw.key.map { Array(UnsafeRawBufferPointer(start: $0, count: raw.key_len)) }
         let value = raw.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: raw.len)) }
         var headers: [KafkaHeader] = []

@@ -62,11 +62,23 @@ final class RDKafkaPartitionReader: Sendable {
             ])
             return
         }
-        var topicNames: [OpaquePointer: String] = [:]
+        var topicNames = RDKafkaMessage.TopicNames()
         var pending: [KafkaRecord] = []
         var caughtUp = false
+        let clock = ContinuousClock()
+        let stallLimit = Duration.milliseconds(Int64(timeoutMilliseconds))
+        var lastProgress = clock.now
         while !caughtUp {
+            if clock.now - lastProgress > stallLimit {
+                let failure = KafkaError(
+                    code: .restore,
+                    message: "no progress reading \(topic)[\(partition)] for \(stallLimit); is the partition leader reachable?",
+                    isRetryable: true)
+                buffer.push(pending.isEmpty ? [.failed(failure)] : [.records(pending), .failed(failure)])
+                return
+            }
             if let message = rd_kafka_consumer_poll(rk, 100) {
+                lastProgress = clock.now
                 let raw = message.pointee
                 switch raw.err {
                 case RD_KAFKA_RESP_ERR_NO_ERROR:

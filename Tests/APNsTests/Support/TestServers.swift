@@ -25,6 +25,11 @@ struct TestCertificate {
         return certificate
     }
 
+    /// Deletes the directory and everything in it.
+    func remove() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
     func trustRoots() throws -> [NIOSSLCertificate] {
         try NIOSSLCertificate.fromPEMFile(certificatePath)
     }
@@ -54,9 +59,11 @@ final class NGHTTPDServer: Sendable {
     let certificate: TestCertificate
     private let process: Process
     private let documentRoot: URL
+    private let ownsCertificate: Bool
 
     init(tokens: [String], maxConcurrentStreams: Int? = nil, port: Int? = nil, certificate: TestCertificate? = nil) throws {
         self.certificate = try certificate ?? TestCertificate.make()
+        ownsCertificate = certificate == nil
         self.port = try port ?? freePort()
         documentRoot = self.certificate.directory.appendingPathComponent("docroot-\(UUID().uuidString.prefix(6))")
         let deviceDirectory = documentRoot.appendingPathComponent("3/device")
@@ -90,6 +97,8 @@ final class NGHTTPDServer: Sendable {
     func kill() {
         if process.isRunning { _ = Glibc.kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
+        try? FileManager.default.removeItem(at: documentRoot)
+        if ownsCertificate { certificate.remove() }
     }
 
     deinit { if process.isRunning { _ = Glibc.kill(process.processIdentifier, SIGKILL) } }
@@ -118,5 +127,8 @@ final class SilentTLSServer: Sendable {
             .bind(host: "127.0.0.1", port: 0).wait()
     }
 
-    func close() async throws { try await channel.close() }
+    func close() async throws {
+        try await channel.close()
+        certificate.remove()
+    }
 }
