@@ -207,6 +207,7 @@ let package = Package(
             dependencies: [
                 "LiveDispatchCore", "APNsSimulator", "Kafka", "livedispatch",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -53,6 +53,10 @@ extension WorkerConfiguration {
         return configuration
     }
 
+    /// `LIVEDISPATCH_*` variables read elsewhere than the configuration file
+    /// (the log level), which the loader must not take for misspelt keys.
+    public static let otherEnvironmentNames: Set<String> = ["LIVEDISPATCH_LOG_LEVEL"]
+
     /// The environment variable that overrides a dotted key.
     public static func environmentName(for key: String) -> String {
         "LIVEDISPATCH_" + key.uppercased().replacingOccurrences(of: ".", with: "_")
@@ -304,7 +308,8 @@ struct ConfigurationLoader {
     /// sets the librdkafka property `<name>` (lowercase, `_` read as `.`).
     mutating func applyEnvironment(_ environment: [String: String], to configuration: inout WorkerConfiguration) {
         let propertyPrefix = "LIVEDISPATCH_KAFKA_PROPERTIES_"
-        for (name, text) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix("LIVEDISPATCH_") {
+        for (name, text) in environment.sorted(by: { $0.key < $1.key })
+        where name.hasPrefix("LIVEDISPATCH_") && !WorkerConfiguration.otherEnvironmentNames.contains(name) {
             if name.hasPrefix(propertyPrefix) {
                 let property = name.dropFirst(propertyPrefix.count).lowercased().replacingOccurrences(of: "_", with: ".")
                 configuration.kafka.properties[property] = text

@@ -50,6 +50,7 @@ public final class Dispatcher: Service, Sendable {
         self.configuration = configuration
         var consumerConfiguration = KafkaConsumerConfiguration(client: client, groupID: configuration.kafka.groupID)
         consumerConfiguration.assignmentStrategy = .range
+        consumerConfiguration.autoCommitInterval = .seconds(1)
         consumerConfiguration.groupInstanceID = configuration.kafka.instanceID.isEmpty ? nil : configuration.kafka.instanceID
         consumerConfiguration.offsetReset = .earliest
         consumerConfiguration.client.properties = WorkerConfiguration.lowLatencyConsumerProperties.merging(client.properties) { _, given in given }
@@ -305,6 +306,14 @@ public final class Dispatcher: Service, Sendable {
             case .observe(let observation):
                 metrics.observe(observation)
                 observer?(observation)
+                switch observation {
+                case .tokenRemoved(let activity, let token, let reason):
+                    logger.info("Token removed", metadata: ["activity.id": "\(activity)", "apns.token": "\(token.hex)", "apns.reason": "\(reason)"])
+                case .deadLettered(let letter):
+                    logger.info("Dead-lettered", metadata: ["dead_letter.reason": "\(letter.reason)", "activity.id": "\(letter.activityID?.rawValue ?? "")"])
+                case .pushCompleted, .activityExpired:
+                    break
+                }
             }
         }
     }

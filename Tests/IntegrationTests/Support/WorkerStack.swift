@@ -1,0 +1,201 @@
+import Foundation
+import Kafka
+import LiveDispatchCore
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A complete LiveDispatch installation made of real processes: an embedded
+/// Kafka cluster (`livedispatch kafka embedded`), an APNs simulator
+/// (`livedispatch simulate apns` over TLS) and any number of workers
+/// (`livedispatch run`), plus a producer and readers for the test itself.
+final class WorkerStack: Sendable {
+    static let teamID = "TEAM000001"
+    static let keyID = "KEY0000001"
+    static let bundleID = "com.example.livedispatch"
+
+    let directory: URL
+    let kafka: BackgroundProcess
+    let bootstrap: String
+    let simulator: BackgroundProcess
+    let apnsPort: Int
+    let partitions: Int
+    let producer: KafkaProducer
+    let logger: Logger
+
+    var recordFile: URL { directory.appendingPathComponent("pushes.jsonl") }
+
+    /// Starts Kafka with the co-partitioned topics (`tokensPartitions` lets a
+    /// test break co-partitioning) and the simulator with `simulatorFlags`.
+    init(partitions: Int = 4, tokensPartitions: Int? = nil, simulatorFlags: [String] = []) async throws {
+        directory = try TestPaths.temporaryDirectory("livedispatch-e2e")
+        self.partitions = partitions
+        var logger = Logger(label: "e2e")
+        logger.logLevel = .warning
+        self.logger = logger
+        let topics = ["livedispatch.commands:\(partitions)", "livedispatch.tokens:\(tokensPartitions ?? partitions)",
+                      "livedispatch.state:\(partitions)", "livedispatch.token-store:\(partitions)",
+                      "livedispatch.dead-letters:\(partitions)", "sports.scores:\(partitions)", "delivery.orders:\(partitions)"]
+        kafka = try BackgroundProcess(["kafka", "embedded", "--brokers", "1"] + topics.flatMap { ["--topic", $0] })
+        let bootstrapLine = try await kafka.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("bootstrap: ") }
+        bootstrap = String(bootstrapLine.dropFirst("bootstrap: ".count))
+
+        let key = directory.appendingPathComponent("key.p8").path
+        let generated = try runProcess(["simulate", "apns", "--generate-key", key])
+        guard generated.status == 0 else { throw WaitTimeout(what: "a generated key: \(generated.standardError)") }
+        simulator = try BackgroundProcess([
+            "simulate", "apns", "--port", "0", "--team-id", Self.teamID, "--key-id", Self.keyID, "--key", key,
+            "--bundle-id", Self.bundleID, "--cert-out", directory.appendingPathComponent("sim.pem").path,
+            "--record", directory.appendingPathComponent("pushes.jsonl").path, "--threads", "1",
+        ] + simulatorFlags)
+        let listening = try await simulator.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("listening: ") }
+        apnsPort = Int(listening.split(separator: ":").last ?? "") ?? 0
+
+        producer = try KafkaProducer(
+            configuration: KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [bootstrap], properties: ["log_level": "3"]), linger: .milliseconds(1)),
+            logger: logger)
+    }
+
+    /// Writes a worker configuration; `extra` is YAML appended as is (sections not otherwise written).
+    func writeConfiguration(
+        group: String = "e2e", window: String = "250ms", maxDelay: String = "1s", adminPort: Int? = nil,
+        maxInFlight: Int = 256, extra: String = ""
+    ) throws -> String {
+        let path = directory.appendingPathComponent("worker-\(UUID().uuidString.prefix(6)).yaml").path
+        let yaml = """
+            kafka:
+              bootstrap: \(bootstrap)
+              group_id: \(group)
+              create_topics: false
+              partitions: \(partitions)
+              properties:
+                session.timeout.ms: "6000"
+                heartbeat.interval.ms: "300"
+                log_level: "3"
+            rules:
+              path: \(TestPaths.repositoryRoot.appendingPathComponent("Config/rules").path)
+              reload_interval: 0
+            apns:
+              endpoint: 127.0.0.1:\(apnsPort)
+              bundle_id: \(Self.bundleID)
+              team_id: \(Self.teamID)
+              key_id: \(Self.keyID)
+              key_path: \(directory.appendingPathComponent("key.p8").path)
+              trust_roots: [\(directory.appendingPathComponent("sim.pem").path)]
+              connections: 2
+            coalesce:
+              window: \(window)
+              max_delay: \(maxDelay)
+            limits:
+              max_in_flight_per_activity: \(maxInFlight)
+            admin:
+              listen: "\(adminPort.map { "127.0.0.1:\($0)" } ?? "")"
+            shutdown:
+              timeout: 10s
+            \(extra)
+            """
+        try Data(yaml.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// Starts a worker and waits until it has restored `partitions` partitions.
+    func startWorker(configuration: String, restoring partitions: Int? = nil) async throws -> BackgroundProcess {
+        let worker = try BackgroundProcess(["run", "--config", configuration], environment: ["LIVEDISPATCH_LOG_LEVEL": ProcessInfo.processInfo.environment["E2E_WORKER_LOG_LEVEL"] ?? "info"])
+        let expected = partitions ?? self.partitions
+        try await waitFor("the worker to restore \(expected) partitions", timeout: .seconds(90)) {
+            if !worker.isRunning { throw WaitTimeout(what: "a running worker; it exited: \(worker.standardErrorLines.suffix(5))") }
+            return worker.standardErrorLines.filter { $0.contains("Partition restored") }.count >= expected ? true : nil
+        }
+        return worker
+    }
+
+    func produce(_ topic: String, key: String?, _ json: String) async throws {
+        try await producer.send(topic: topic, key: key.map { Array($0.utf8) }, value: Array(json.utf8))
+    }
+
+    /// Enqueues many records in order, then waits for all of them.
+    func produceInOrder(_ topic: String, _ records: [(key: String?, json: String)]) async throws {
+        var pending: [KafkaPendingDelivery] = []
+        for record in records {
+            pending.append(try producer.enqueue(topic: topic, key: record.key.map { Array($0.utf8) }, value: Array(record.json.utf8)))
+        }
+        for delivery in pending { _ = try await delivery.wait() }
+    }
+
+    func register(_ token: String, for activity: String, environment: String = "production") async throws {
+        try await produce("livedispatch.tokens", key: activity, #"{"activity_id": "\#(activity)", "token": "\#(token)", "environment": "\#(environment)"}"#)
+    }
+
+    /// Every push the simulator accepted so far, in arrival order.
+    func pushes() -> [RecordedLine] {
+        guard let text = try? String(contentsOf: recordFile, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            guard let value = try? JSONValue.parse(String(line)) else { return nil }
+            return RecordedLine(value: value)
+        }
+    }
+
+    /// The pushes each token received, in arrival order.
+    func pushesByToken() -> [String: [RecordedLine]] {
+        Dictionary(grouping: pushes(), by: \.token)
+    }
+
+    /// Records of an internal topic, all partitions, read to the end.
+    func read(_ topic: String) async throws -> [KafkaRecord] {
+        let reader = KafkaPartitionReader(configuration: KafkaClientConfiguration(bootstrapServers: [bootstrap], properties: ["log_level": "3"]), logger: logger)
+        var records: [KafkaRecord] = []
+        for partition in 0..<Int32(partitions) {
+            records += try await reader.readAll(topic: topic, partition: partition)
+        }
+        return records
+    }
+
+    func deadLetters() async throws -> [DeadLetter] {
+        try await read("livedispatch.dead-letters").compactMap { record in
+            guard let value = record.value else { return nil }
+            return try? DeadLetter(json: JSONValue.parse(value))
+        }
+    }
+
+    /// The worker's Prometheus metrics, read with curl.
+    func metrics(port: Int) throws -> String {
+        try runProcess(["-s", "http://127.0.0.1:\(port)/metrics"], executable: URL(fileURLWithPath: "/usr/bin/curl")).standardOutput
+    }
+
+    /// The sum of a counter's samples whose labels contain `labels`.
+    static func counter(_ name: String, labels: String, in text: String) -> Double {
+        text.split(separator: "\n").filter { ($0.hasPrefix(name + "{") || $0.hasPrefix(name + " ")) && (labels.isEmpty || $0.contains(labels)) }
+            .compactMap { Double($0.split(separator: " ").last ?? "") }.reduce(0, +)
+    }
+}
+
+/// One line of the simulator's record file.
+struct RecordedLine: Sendable {
+    var value: JSONValue
+    var token: String { value["token"]?.stringValue ?? "" }
+    var headers: [String: String] {
+        (value["headers"]?.objectValue ?? [:]).compactMapValues(\.stringValue)
+    }
+    var aps: JSONValue { value["payload"]?["aps"] ?? .null }
+    var contentState: JSONValue { aps["content-state"] ?? .null }
+    var event: String { aps["event"]?.stringValue ?? "" }
+}
+
+/// A TCP port that was free a moment ago, for a process to listen on.
+func freePort() throws -> Int {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+            bind(descriptor, pointer, length) == 0 && getsockname(descriptor, pointer, &length) == 0
+        }
+    }
+    guard bound else { throw WaitTimeout(what: "a free port") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}

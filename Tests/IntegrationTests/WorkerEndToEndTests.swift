@@ -1,0 +1,201 @@
+import Foundation
+import Kafka
+import LiveDispatchCore
+import Testing
+
+/// A token of 32 bytes in hex, distinct per `number` and `salt`.
+func token(_ number: Int, salt: Int = 0) -> String {
+    let seed = String(format: "%08x%08x", salt, number)
+    return String(repeating: seed, count: 4)
+}
+
+func goal(_ match: String, home: Int, away: Int, minute: Int = 10, scorer: String = "Ada") -> String {
+    #"{"type": "goal", "match_id": "\#(match)", "minute": \#(minute), "scoring_team": "Owls", "scorer": "\#(scorer)", "score": {"home": \#(home), "away": \#(away)}}"#
+}
+
+/// The worker end to end, as real processes: an embedded Kafka cluster
+/// process, the APNs simulator process and `livedispatch run`.
+@Suite("Worker end to end", .serialized)
+struct WorkerEndToEndTests {
+    @Test("events become pushes with the right headers and the full content-state for every registered token")
+    func eventsBecomePushes() async throws {
+        let stack = try await WorkerStack()
+        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration())
+        let tokens = [token(1, salt: 1), token(2, salt: 1), token(3, salt: 1)]
+        try await stack.register(tokens[0], for: "match-e1")
+        try await stack.register(tokens[1], for: "match-e1")
+        try await stack.register(tokens[2], for: "match-e1", environment: "sandbox")
+        try await stack.produce("sports.scores", key: "e1", #"{"type": "kickoff", "match_id": "e1", "home_team": "Owls", "away_team": "Hawks"}"#)
+        let received = try await waitFor("a start push to every token") {
+            let byToken = stack.pushesByToken()
+            return tokens.allSatisfy { byToken[$0]?.isEmpty == false } ? byToken : nil
+        }
+        for pushToken in tokens {
+            let start = try #require(received[pushToken]?.first)
+            #expect(start.event == "start")
+            #expect(start.aps["attributes-type"] == "SportsActivityAttributes")
+            #expect(start.aps["attributes"]?["teamOneName"] == "Owls")
+            #expect(start.headers["apns-push-type"] == "liveactivity")
+            #expect(start.headers["apns-topic"] == "com.example.livedispatch.push-type.liveactivity")
+            #expect(start.headers["apns-priority"] == "10")
+            #expect(start.headers[":path"] == "/3/device/\(pushToken)")
+            let apnsID = try #require(start.headers["apns-id"])
+            #expect(apnsID == apnsID.lowercased() && UUID(uuidString: apnsID) != nil)
+            #expect(Int(start.headers["apns-expiration"] ?? "") ?? 0 > 0)
+        }
+        try await stack.produce("sports.scores", key: "e1", goal("e1", home: 1, away: 0, minute: 23))
+        let updates = try await waitFor("an update push to every token") {
+            let byToken = stack.pushesByToken()
+            return tokens.allSatisfy { (byToken[$0] ?? []).contains { $0.event == "update" } } ? byToken : nil
+        }
+        for pushToken in tokens {
+            let update = try #require(updates[pushToken]?.last)
+            #expect(update.contentState == ["teamOneScore": 1, "teamTwoScore": 0, "period": "first_half", "minute": 23, "lastScorer": "Ada"])
+            #expect(update.aps["alert"]?["title"] == "Goal for Owls!")
+        }
+        #expect(try await worker.stop() == 0)
+    }
+
+    @Test("1,000 score events for one match inside 100 ms become one push per token with the final score")
+    func burst() async throws {
+        let stack = try await WorkerStack()
+        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration(window: "500ms", maxDelay: "5s"))
+        let tokens = (0..<5).map { token($0, salt: 2) }
+        for pushToken in tokens { try await stack.register(pushToken, for: "match-burst") }
+        // Registrations are handled before any event of the match: wait for them to be stored.
+        try await waitFor("the registrations in token-store") {
+            try await stack.read("livedispatch.token-store").count >= tokens.count ? true : nil
+        }
+        let started = ContinuousClock.now
+        try await stack.produceInOrder("sports.scores", (1...1000).map { (key: "burst", json: goal("burst", home: $0, away: 0, minute: $0 % 90)) })
+        let elapsed = ContinuousClock.now - started
+        let received = try await waitFor("a push to every token") {
+            let byToken = stack.pushesByToken()
+            return tokens.allSatisfy { byToken[$0]?.isEmpty == false } ? byToken : nil
+        }
+        // Anything more would arrive within the coalescing delay: wait that long, then count.
+        try await waitFor("the coalescing delay to pass", timeout: .seconds(30)) {
+            ContinuousClock.now - started > .seconds(7) ? true : nil
+        }
+        let final = stack.pushesByToken()
+        for pushToken in tokens {
+            #expect(final[pushToken]?.count == 1, "token \(pushToken) got \(final[pushToken]?.count ?? 0) pushes")
+            #expect(received[pushToken]?.first?.contentState["teamOneScore"] == 1000)
+        }
+        #expect(elapsed < .seconds(5), "the 1,000 events were published in \(elapsed)")
+        #expect(try await worker.stop() == 0)
+    }
+
+    @Test("end sends an end push with the dismissal date; later updates are dead-lettered with activity-ended")
+    func endThenUpdate() async throws {
+        let stack = try await WorkerStack()
+        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration())
+        let device = token(1, salt: 3)
+        try await stack.register(device, for: "match-end")
+        try await stack.produce("sports.scores", key: "end", goal("end", home: 1, away: 0))
+        try await stack.produce("sports.scores", key: "end", #"{"type": "final_whistle", "match_id": "end", "score": {"home": 1, "away": 0}}"#)
+        let end = try await waitFor("the end push") { stack.pushesByToken()[device]?.first { $0.event == "end" } }
+        let dismissal = try #require(end.aps["dismissal-date"]?.integerValue)
+        let timestamp = try #require(end.aps["timestamp"]?.integerValue)
+        #expect(dismissal >= timestamp + 15 * 60 - 1 && dismissal <= timestamp + 15 * 60 + 5)
+        #expect(end.contentState["period"] == "full_time")
+        try await stack.produce("sports.scores", key: "end", goal("end", home: 1, away: 1))
+        let letter = try await waitFor("the dead letter") {
+            try await stack.deadLetters().first { $0.reason == .activityEnded }
+        }
+        #expect(letter.activityID?.rawValue == "match-end")
+        #expect(stack.pushesByToken()[device]?.count == 2 || stack.pushesByToken()[device]?.count == 1)
+        #expect(stack.pushesByToken()[device]?.last?.event == "end")
+        #expect(try await worker.stop() == 0)
+    }
+
+    @Test("a token answered with 410 is removed and never pushed again, also after a restart")
+    func unregisteredToken() async throws {
+        let gone = token(9, salt: 4)
+        let stack = try await WorkerStack(simulatorFlags: ["--unregistered", gone])
+        let adminPort = try freePort()
+        let configuration = try stack.writeConfiguration(adminPort: adminPort)
+        var worker = try await stack.startWorker(configuration: configuration)
+        let kept = token(1, salt: 4)
+        try await stack.register(kept, for: "match-gone")
+        try await stack.register(gone, for: "match-gone")
+        try await stack.produce("sports.scores", key: "gone", goal("gone", home: 1, away: 0))
+        try await waitFor("the push to the kept token") { stack.pushesByToken()[kept]?.isEmpty == false ? true : nil }
+        try await waitFor("the 410 to remove the token") {
+            let metrics = try stack.metrics(port: adminPort)
+            return WorkerStack.counter("livedispatch_tokens_removed_total", labels: "", in: metrics) >= 1 ? true : nil
+        }
+        let tombstone = try await waitFor("a token-store tombstone") {
+            try await stack.read("livedispatch.token-store").first { String(decoding: $0.key ?? [], as: UTF8.self).hasSuffix(gone) && $0.value == nil }
+        }
+        #expect(tombstone.value == nil)
+        #expect(try await worker.stop() == 0)
+
+        worker = try await stack.startWorker(configuration: configuration)
+        try await stack.produce("sports.scores", key: "gone", goal("gone", home: 2, away: 0))
+        try await waitFor("the second push to the kept token") { (stack.pushesByToken()[kept]?.count ?? 0) >= 2 ? true : nil }
+        let metrics = try stack.metrics(port: adminPort)
+        #expect(WorkerStack.counter("livedispatch_pushes_total", labels: "outcome=\"delivered\"", in: metrics) >= 1)
+        #expect(WorkerStack.counter("livedispatch_pushes_total", labels: "outcome=\"token_invalid\"", in: metrics) == 0)
+        #expect(stack.pushesByToken()[gone] == nil)
+        #expect(try await worker.stop() == 0)
+    }
+
+    @Test("a restarted worker continues merging from the restored state")
+    func restartContinuesFromRestoredState() async throws {
+        let stack = try await WorkerStack()
+        let configuration = try stack.writeConfiguration()
+        var worker = try await stack.startWorker(configuration: configuration)
+        let device = token(1, salt: 6)
+        try await stack.register(device, for: "match-restart")
+        try await stack.produce("sports.scores", key: "restart", goal("restart", home: 2, away: 1, minute: 40, scorer: "Lin"))
+        try await waitFor("the first push") { stack.pushesByToken()[device]?.isEmpty == false ? true : nil }
+        #expect(try await worker.stop() == 0)
+
+        worker = try await stack.startWorker(configuration: configuration)
+        try await stack.produce("sports.scores", key: "restart", #"{"type": "period", "match_id": "restart", "period": "half_time", "minute": 45}"#)
+        let second = try await waitFor("the push after the restart") { (stack.pushesByToken()[device]?.count ?? 0) >= 2 ? stack.pushesByToken()[device]?.last : nil }
+        #expect(second.contentState == ["teamOneScore": 2, "teamTwoScore": 1, "minute": 45, "lastScorer": "Lin", "period": "half_time"])
+        #expect(try await worker.stop() == 0)
+    }
+
+    @Test("bad events land in dead-letters with reasons while everything else keeps flowing")
+    func badEvents() async throws {
+        let stack = try await WorkerStack()
+        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration())
+        let device = token(1, salt: 7)
+        try await stack.register(device, for: "match-bad")
+        try await stack.produce("sports.scores", key: "bad", "{not json")
+        try await stack.produce("sports.scores", key: "bad", #"{"type": "goal", "match_id": "bad", "scoring_team": "Owls"}"#)
+        try await stack.produce("sports.scores", key: "bad", #"{"type": "goal", "match_id": "bad", "scoring_team": "Owls", "score": {"home": "two", "away": 0}}"#)
+        let huge = String(repeating: "Ω", count: 1500)
+        try await stack.produce("sports.scores", key: "bad", goal("bad", home: 1, away: 0, scorer: huge))
+        // A later update inside the coalescing window would supersede the
+        // oversized state before it is pushed: wait for its dead letter first.
+        let letters = try await waitFor("four dead letters") {
+            let letters = try await stack.deadLetters()
+            return letters.count >= 4 ? letters : nil
+        }
+        try await stack.produce("sports.scores", key: "bad", goal("bad", home: 3, away: 0, scorer: "Grace"))
+        let reasons = letters.map(\.reason.rawValue).sorted()
+        #expect(reasons == ["invalid-json", "payload-too-large", "rule-error", "rule-error"])
+        #expect(letters.first { $0.reason == .invalidJSON }?.origin?.value == "{not json")
+        #expect(letters.first { $0.reason == .payloadTooLarge }.map { ($0.details["size"]?.integerValue ?? 0) > 4096 } == true)
+        let last = try await waitFor("the good event's push") {
+            stack.pushesByToken()[device]?.first { $0.contentState["teamOneScore"] == 3 }
+        }
+        #expect(last.contentState["lastScorer"] == "Grace")
+        #expect(try await worker.stop() == 0)
+    }
+
+    @Test("mismatched partition counts: the worker refuses to start, naming the topics and counts")
+    func mismatchedPartitions() async throws {
+        let stack = try await WorkerStack(partitions: 4, tokensPartitions: 3)
+        let result = try runProcess(["run", "--config", try stack.writeConfiguration()])
+        #expect(result.status == 1)
+        #expect(result.standardError.contains("livedispatch.commands has 4"))
+        #expect(result.standardError.contains("livedispatch.tokens has 3"))
+        #expect(result.standardError.contains("livedispatch.state has 4"))
+        #expect(result.standardError.contains("livedispatch.token-store has 4"))
+    }
+}
