@@ -198,4 +198,60 @@ struct WorkerEndToEndTests {
         #expect(result.standardError.contains("livedispatch.state has 4"))
         #expect(result.standardError.contains("livedispatch.token-store has 4"))
     }
+
+    @Test("two workers share the group; kill -9 one mid fan-out: the survivor takes over and every token ends with the final state")
+    func killOneWorker() async throws {
+        let stack = try await WorkerStack(simulatorFlags: ["--latency-ms", "50"])
+        let configuration = try stack.writeConfiguration(maxInFlight: 20)
+        let first = try await stack.startWorker(configuration: configuration)
+        let second = try await stack.startWorker(configuration: configuration, restoring: 2)
+        try await waitFor("the first worker to give up half of the partitions") {
+            first.standardErrorLines.filter { $0.contains("Partition restored") }.count >= 6 ? true : nil
+        }
+        // Who owns the big match's partition: the second worker's only assignment tells.
+        let bigPartition = Murmur2Partitioner.partition(forKey: "match-big", partitionCount: 4)
+        let secondOwns = second.standardErrorLines.contains { $0.contains("kafka.partition=\(bigPartition) ") && $0.contains("Partition restored") }
+        let (owner, survivor) = secondOwns ? (second, first) : (first, second)
+
+        let bigTokens = (0..<1000).map { token($0, salt: 50) }
+        let small = ["match-s1", "match-s2", "match-s3"]
+        let smallTokens = Dictionary(uniqueKeysWithValues: small.enumerated().map { index, activity in
+            (activity, (0..<2).map { token($0, salt: 60 + index) })
+        })
+        var registrations = bigTokens.map { (key: Optional("match-big"), json: #"{"activity_id": "match-big", "token": "\#($0)"}"#) }
+        for (activity, tokens) in smallTokens {
+            registrations += tokens.map { (key: Optional(activity), json: #"{"activity_id": "\#(activity)", "token": "\#($0)"}"#) }
+        }
+        try await stack.produceInOrder("livedispatch.tokens", registrations)
+        try await waitFor("every registration stored", timeout: .seconds(120)) {
+            try await stack.read("livedispatch.token-store").count >= registrations.count ? true : nil
+        }
+        try await stack.produce("sports.scores", key: "big", goal("big", home: 1, away: 0))
+        for activity in small { try await stack.produce("sports.scores", key: String(activity.dropFirst(6)), goal(String(activity.dropFirst(6)), home: 1, away: 0)) }
+        let bigSet = Set(bigTokens)
+        try await waitFor("the fan-out to be under way", timeout: .seconds(120)) {
+            stack.pushes().filter { bigSet.contains($0.token) }.count >= 100 ? true : nil
+        }
+        try await owner.stop(signal: SIGKILL)
+        let sentBeforeKill = stack.pushes().filter { bigSet.contains($0.token) }.count
+        #expect(sentBeforeKill < bigTokens.count, "the kill came after the fan-out ended")
+
+        // The final state, published while only the survivor is left.
+        try await stack.produce("sports.scores", key: "big", goal("big", home: 2, away: 0, minute: 80, scorer: "Lin"))
+        for activity in small { try await stack.produce("sports.scores", key: String(activity.dropFirst(6)), goal(String(activity.dropFirst(6)), home: 2, away: 1)) }
+
+        try await waitFor("every token of every activity to hold the final state", timeout: .seconds(240)) {
+            let byToken = stack.pushesByToken()
+            let bigDone = bigTokens.allSatisfy { byToken[$0]?.last?.contentState["teamOneScore"] == 2 }
+            let smallDone = smallTokens.values.joined().allSatisfy { byToken[$0]?.last?.contentState["teamTwoScore"] == 1 }
+            return bigDone && smallDone ? true : nil
+        }
+        let byToken = stack.pushesByToken()
+        for device in bigTokens {
+            let scores = (byToken[device] ?? []).compactMap { $0.contentState["teamOneScore"]?.integerValue }
+            #expect(scores == scores.sorted(), "token \(device) went back to an older score: \(scores)")
+        }
+        #expect(survivor.isRunning, "the survivor must not crash")
+        #expect(try await survivor.stop() == 0)
+    }
 }
