@@ -30,6 +30,8 @@ public final class Worker: Sendable {
         public var console: (@Sendable (String) -> Void)?
         /// Where the in-process simulator records what each token received (JSONL).
         public var simulatorRecordFile: String?
+        /// Pushes the in-process simulator keeps in memory (newest first).
+        public var simulatorHistory = 10_000
 
         public init(replay: String? = nil, exitAfterReplay: Bool = false, console: (@Sendable (String) -> Void)? = nil, simulatorRecordFile: String? = nil) {
             self.replay = replay
@@ -48,7 +50,9 @@ public final class Worker: Sendable {
     let sender: PushSender
     // Kept alive for the worker's lifetime.
     let embeddedCluster: EmbeddedKafkaCluster?
-    let simulator: APNsSimulator?
+    /// The in-process APNs simulator, with `apns.endpoint: simulator`.
+    public let simulator: APNsSimulator?
+    private let group: ServiceGroup
     /// The Kafka bootstrap servers in use (the embedded cluster's when embedded).
     public let bootstrapServers: String
 
@@ -139,14 +143,19 @@ public final class Worker: Sendable {
         self.embeddedCluster = embeddedCluster
         self.simulator = simulator
         self.bootstrapServers = bootstrapServers
+        self.group = ServiceGroup(
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+    }
+
+    /// Starts the same orderly shutdown as SIGTERM.
+    public func shutdown() async {
+        await group.triggerGracefulShutdown()
     }
 
     /// Runs until SIGTERM or SIGINT (or the replay ends, when asked), then
     /// shuts down in reverse order: the consumers stop first, the dispatcher
     /// drains, the producer flushes, then the APNs connections close.
     public func run() async throws {
-        let group = ServiceGroup(
-            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch {
@@ -244,7 +253,7 @@ public final class Worker: Sendable {
             let simulator = try await APNsSimulator.start(
                 configuration: .init(
                     teamID: teamID, keyID: keyID, publicKey: key.publicKey, bundleID: apns.bundleID,
-                    recordFile: options.simulatorRecordFile, threads: 1),
+                    recordFile: options.simulatorRecordFile, historyLimit: options.simulatorHistory, threads: 1),
                 logger: logger)
             var client = clientConfiguration(.init(host: "127.0.0.1", port: simulator.port, serverName: "localhost"))
             client.additionalTrustRoots += try NIOSSLCertificate.fromPEMBytes(Array(simulator.certificate.certificatePEM.utf8))

@@ -57,6 +57,9 @@ extension WorkerConfiguration {
     /// (the log level), which the loader must not take for misspelt keys.
     public static let otherEnvironmentNames: Set<String> = ["LIVEDISPATCH_LOG_LEVEL"]
 
+    /// Reads a duration as the configuration file does (`250ms`, `2s`, `5m`, `12h`, plain seconds).
+    public static func duration(_ text: String) -> Double? { parseDuration(text) }
+
     /// The environment variable that overrides a dotted key.
     public static func environmentName(for key: String) -> String {
         "LIVEDISPATCH_" + key.uppercased().replacingOccurrences(of: ".", with: "_")

@@ -1,0 +1,145 @@
+import ArgumentParser
+import Foundation
+import Kafka
+import LiveDispatchCore
+import LiveDispatchWorker
+import Logging
+
+/// `livedispatch bench worker`: end-to-end throughput and latency of one worker.
+struct BenchWorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker",
+        abstract: "Measure one worker end to end: events/s in, pushes/s out, event-to-push latency.",
+        discussion: """
+            Starts a worker with an embedded Kafka cluster and the APNs simulator in this process, registers \
+            --tokens tokens on each of --activities matches, then publishes goal events to sports.scores at \
+            --rate events/s for --seconds, round-robin over the matches (each event raises its match's score by \
+            one). It waits until every token holds its match's final score and prints the throughput and the \
+            latency from an event's publication to each push carrying it, as the simulator received it. \
+            Latency includes the coalescing window (--window) by design.
+            """
+    )
+
+    @Option(help: "Matches (activities).") var activities = 200
+    @Option(help: "Tokens registered on each match.") var tokens = 5
+    @Option(help: "Events published per second.") var rate = 2000
+    @Option(help: "How long to publish, in seconds.") var seconds = 10.0
+    @Option(help: "coalesce.window for the run.") var window = "250ms"
+    @Option(help: "Rules directory.") var rules = "Config/rules"
+
+    func run() async throws {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .error
+            return handler
+        }
+        let logger = Logger(label: "livedispatch.bench")
+        var configuration = WorkerConfiguration()
+        configuration.rules.path = rules
+        configuration.rules.reloadInterval = 0
+        configuration.admin.listen = ""
+        guard let windowSeconds = WorkerConfiguration.duration(window) else {
+            throw BenchError(description: "--window \(window.debugDescription) is not a duration such as 250ms")
+        }
+        configuration.coalesce.window = windowSeconds
+        configuration.coalesce.maxDelay = max(configuration.coalesce.maxDelay, windowSeconds)
+        let total = Int(Double(rate) * seconds)
+        var options = Worker.Options()
+        options.simulatorHistory = max(100_000, total * tokens * 2)
+        let worker = try await Worker.start(configuration: configuration, options: options, logger: logger)
+        guard let simulator = worker.simulator else { throw BenchError(description: "the worker has no simulator") }
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await worker.run() }
+            while !(worker.dispatcher.isReady && !worker.dispatcher.status.partitions.isEmpty) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            var client = KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [worker.bootstrapServers], properties: ["log_level": "3"]))
+            client.linger = .milliseconds(1)
+            client.maxQueuedRecords = 1_000_000
+            let producer = try KafkaProducer(configuration: client, logger: logger)
+
+            // Tokens first, and let the worker store them.
+            var tokenActivity: [String: Int] = [:]
+            var pending: [KafkaPendingDelivery] = []
+            for match in 0..<activities {
+                for index in 0..<tokens {
+                    let hex = String(format: "%08x%08x", match, index) + String(repeating: "ab", count: 24)
+                    tokenActivity[hex] = match
+                    let value = #"{"activity_id": "match-bench-\#(match)", "token": "\#(hex)"}"#
+                    pending.append(try producer.enqueue(topic: configuration.topic(.tokens), key: Array("match-bench-\(match)".utf8), value: Array(value.utf8)))
+                }
+            }
+            for delivery in pending { _ = try await delivery.wait() }
+            try await waitUntilIdle(worker)
+
+            // Events at the offered rate, in slices of 10 ms.
+            var sentAt = Array(repeating: [Double](), count: activities)
+            var scores = Array(repeating: 0, count: activities)
+            let start = Date().timeIntervalSince1970
+            var published = 0
+            pending = []
+            while published < total {
+                let due = min(total, Int((Date().timeIntervalSince1970 - start) * Double(rate)) + 1)
+                while published < due {
+                    let match = published % activities
+                    scores[match] += 1
+                    let event = #"{"type": "goal", "match_id": "bench-\#(match)", "minute": 1, "scoring_team": "Owls", "scorer": "Ada", "score": {"home": \#(scores[match]), "away": 0}}"#
+                    sentAt[match].append(Date().timeIntervalSince1970)
+                    pending.append(try producer.enqueue(topic: "sports.scores", key: Array("bench-\(match)".utf8), value: Array(event.utf8)))
+                    published += 1
+                }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let publishedBy = Date().timeIntervalSince1970
+            for delivery in pending { _ = try await delivery.wait() }
+
+            // Done when every token holds its match's final score.
+            let deadline = Date().addingTimeInterval(300)
+            while Date() < deadline {
+                let done = tokenActivity.allSatisfy { hex, match in
+                    simulator.received(by: hex)?.last.payloadJSON?["aps"]?["content-state"]?["teamOneScore"]?.integerValue == Int64(scores[match])
+                }
+                if done { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let pushes = simulator.pushes.filter { tokenActivity[$0.deviceToken] != nil }
+            let finished = pushes.map(\.receivedAt).max() ?? publishedBy
+            var latencies: [Double] = []
+            for push in pushes {
+                guard let match = tokenActivity[push.deviceToken],
+                      let score = push.payloadJSON?["aps"]?["content-state"]?["teamOneScore"]?.integerValue,
+                      score >= 1, Int(score) <= sentAt[match].count
+                else { continue }
+                latencies.append(push.receivedAt - sentAt[match][Int(score) - 1])
+            }
+            latencies.sort()
+            func percentile(_ p: Double) -> Double {
+                latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] * 1000
+            }
+            let elapsed = finished - start
+            print("""
+                activities: \(activities), tokens: \(activities * tokens), offered: \(rate) events/s for \(seconds) s, window: \(window)
+                events in: \(total) in \(String(format: "%.2f", publishedBy - start)) s published, all pushed by \(String(format: "%.2f", elapsed)) s: \(String(format: "%.0f", Double(total) / elapsed)) events/s
+                pushes out: \(pushes.count): \(String(format: "%.0f", Double(pushes.count) / elapsed)) pushes/s (\(String(format: "%.1f", Double(total * tokens) / Double(max(1, pushes.count)))) event-token pairs per push)
+                event-to-push latency ms: p50 \(String(format: "%.0f", percentile(0.5))), p90 \(String(format: "%.0f", percentile(0.9))), p99 \(String(format: "%.0f", percentile(0.99))), max \(String(format: "%.0f", (latencies.last ?? .nan) * 1000))
+                """)
+            await worker.shutdown()
+            try await group.waitForAll()
+        }
+    }
+
+    private func waitUntilIdle(_ worker: Worker) async throws {
+        var idleSince: Date?
+        while true {
+            try await Task.sleep(for: .milliseconds(50))
+            if worker.dispatcher.isIdle {
+                let since = idleSince ?? Date()
+                idleSince = since
+                if Date().timeIntervalSince(since) > 1 { return }
+            } else {
+                idleSince = nil
+            }
+        }
+    }
+}
