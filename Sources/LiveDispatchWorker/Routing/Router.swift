@@ -104,39 +104,55 @@ public final class Router: Service, Sendable {
         let tracked = OffsetTracker.Partition(topic: record.topic, number: record.partition)
         metrics.recordConsumed(record.topic)
         let outputs = outputs(for: record, now: now)
-        var deliveries: [KafkaPendingDelivery] = []
-        var failed: KafkaError?
+        var deliveries: [(Output, Result<KafkaPendingDelivery, KafkaError>)] = []
         let gate: BackpressureGate.Action = state.withLock { state in
             try? state.tracker.read(tracked, offset: record.offset)
             // Enqueued under the lock so that records keep the order of their events.
             for output in outputs {
-                do throws(KafkaError) {
-                    deliveries.append(try producer.enqueue(topic: output.topic, key: output.key, value: output.value))
-                } catch {
-                    failed = error
-                }
+                deliveries.append((output, Result { () throws(KafkaError) in
+                    try producer.enqueue(topic: output.topic, key: output.key, value: output.value)
+                }))
             }
             return state.gate.update(outstanding: state.tracker.outstanding)
         }
         applyBackpressure(gate)
-        jobSink.yield { [self, deliveries, failed] in
-            var error = failed
-            for delivery in deliveries {
-                do throws(KafkaError) { _ = try await delivery.wait() } catch let failure { error = failure }
-            }
-            if let error {
-                // Not acknowledged: leave the offset uncommitted so the event is routed again after a restart.
-                logger.error("Writing a routed command failed; the event stays uncommitted", metadata: [
-                    "kafka.topic": "\(record.topic)", "kafka.partition": "\(record.partition)", "kafka.offset": "\(record.offset)",
-                    "kafka.error": "\(error)",
-                ])
-                return
+        jobSink.yield { [self, deliveries] in
+            for (output, first) in deliveries {
+                // Cancelled (shutdown) before it was stored: leave the event uncommitted.
+                guard await deliver(output, first: first, record: record) else { return }
             }
             complete(tracked, offset: record.offset)
         }
     }
 
-    struct Output {
+    /// Waits for an output's acknowledgement; when Kafka refused it (after
+    /// librdkafka's own retries), enqueues it again with a backoff, so an
+    /// event's offset is committed only once all it produced is stored. A
+    /// command sent twice is harmless: applying the same patch again gives
+    /// the same state.
+    private func deliver(_ output: Output, first: Result<KafkaPendingDelivery, KafkaError>, record: KafkaRecord) async -> Bool {
+        var pending = first
+        var attempt = 0
+        while true {
+            do {
+                _ = try await pending.get().wait()
+                return true
+            } catch {
+                attempt += 1
+                logger.error("Writing a routed record failed; retrying", metadata: [
+                    "kafka.topic": "\(output.topic)", "kafka.source": "\(record.topic)[\(record.partition)]@\(record.offset)",
+                    "kafka.error": "\(error)", "kafka.attempt": "\(attempt)",
+                ])
+                try? await Task.sleep(for: .seconds(min(30, 0.2 * Double(1 << min(attempt, 8)))))
+                if Task.isCancelled { return false }
+                pending = Result { () throws(KafkaError) in
+                    try producer.enqueue(topic: output.topic, key: output.key, value: output.value)
+                }
+            }
+        }
+    }
+
+    struct Output: Sendable {
         var topic: String
         var key: [UInt8]?
         var value: [UInt8]
