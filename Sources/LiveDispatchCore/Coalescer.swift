@@ -156,15 +156,18 @@ public struct Coalescer: Sendable {
         _ command: ActivityCommand, offset: Int64, recordTime: UnixTime, now: UnixTime
     ) -> ReceiveAction {
         let id = command.activityID
-        var entry = entries[id] ?? Entry(state: ActivityState(activityID: id, createdAt: now), held: nil)
-        if let lastOffset = entry.state.lastOffset, offset <= lastOffset {
-            return .alreadyApplied
+        if let known = entries[id]?.state {
+            if let lastOffset = known.lastOffset, offset <= lastOffset {
+                return .alreadyApplied
+            }
+            if let endedAt = known.endedAt {
+                return .reject(
+                    .activityEnded,
+                    message: "activity \(id) ended at \(endedAt); \(command.event.rawValue) at offset \(offset) is not applied")
+            }
         }
-        if let endedAt = entry.state.endedAt {
-            return .reject(
-                .activityEnded,
-                message: "activity \(id) ended at \(endedAt); \(command.event.rawValue) at offset \(offset) is not applied")
-        }
+        // Taken out of the dictionary while mutated, so its storage is not copied.
+        var entry = entries.removeValue(forKey: id) ?? Entry(state: ActivityState(activityID: id, createdAt: now), held: nil)
 
         let eventTime = command.timestamp ?? recordTime
         entry.state.lastOffset = offset
@@ -209,8 +212,9 @@ public struct Coalescer: Sendable {
     /// A flush timer for `activityID` fired. Early, stale and repeated
     /// firings are harmless: only held updates past their deadline flush.
     public mutating func timerFired(for activityID: ActivityID, now: UnixTime) -> TimerAction {
-        guard var entry = entries[activityID], let held = entry.held else { return .none }
+        guard let held = entries[activityID]?.held else { return .none }
         guard held.deadline <= now else { return .reschedule(at: held.deadline) }
+        guard var entry = entries.removeValue(forKey: activityID) else { return .none }
         let flush = Self.flush(&entry, event: .update, command: nil, configuration: configuration)
         entries[activityID] = entry
         return .flush(flush)
@@ -220,7 +224,7 @@ public struct Coalescer: Sendable {
     public mutating func flushAll() -> [Flush] {
         var flushes: [Flush] = []
         for id in entries.keys.sorted() {
-            guard var entry = entries[id], entry.held != nil else { continue }
+            guard entries[id]?.held != nil, var entry = entries.removeValue(forKey: id) else { continue }
             flushes.append(Self.flush(&entry, event: .update, command: nil, configuration: configuration))
             entries[id] = entry
         }

@@ -208,7 +208,8 @@ public final class Dispatcher: Service, Sendable {
 
     private func withSlot(_ number: Int32, epoch: UInt64, _ body: (inout PartitionDispatcher) -> Void) {
         state.withLock { state in
-            guard var slot = state.slots[number], slot.epoch == epoch else { return }
+            // Taken out while mutated, so the machine's storage is not copied.
+            guard state.slots[number]?.epoch == epoch, var slot = state.slots.removeValue(forKey: number) else { return }
             body(&slot.machine)
             state.slots[number] = slot
         }
@@ -224,7 +225,10 @@ public final class Dispatcher: Service, Sendable {
     func run(partition number: Int32, epoch: UInt64? = nil, _ input: (inout PartitionDispatcher) -> [PartitionDispatcher.Action]) {
         var enqueued: [UInt64: Result<KafkaPendingDelivery, KafkaError>] = [:]
         let result: (UInt64, [PartitionDispatcher.Action], BackpressureGate.Action, [Int32])? = state.withLock { state in
-            guard var slot = state.slots[number], epoch == nil || slot.epoch == epoch else { return nil }
+            guard let current = state.slots[number]?.epoch, epoch == nil || current == epoch,
+                  var slot = state.slots.removeValue(forKey: number)
+            else { return nil }
+            // Taken out of the dictionary while mutated, so the machine's storage is not copied.
             let actions = input(&slot.machine)
             state.slots[number] = slot
             for case .produce(let produce) in actions {

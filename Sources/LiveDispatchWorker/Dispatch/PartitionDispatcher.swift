@@ -275,7 +275,7 @@ public struct PartitionDispatcher: Sendable {
         case .register where !registration.isExpired(at: now):
             registration.registeredAt = registration.registeredAt ?? now
             registrations[activity, default: [:]][registration.token] = registration
-            var delivery = deliveries[activity] ?? ActivityDelivery(fanOut: makeFanOut(activity))
+            var delivery = deliveries.removeValue(forKey: activity) ?? ActivityDelivery(fanOut: makeFanOut(activity))
             if delivery.fanOut.latest == nil, let state = coalescer.state(of: activity), state.version > 0 {
                 delivery.fanOut.restoreLatest(Self.restoredPush(state, configuration: configuration))
             }
@@ -286,7 +286,7 @@ public struct PartitionDispatcher: Sendable {
         case .register, .unregister:
             registrations[activity]?.removeValue(forKey: registration.token)
             if registrations[activity]?.isEmpty == true { registrations.removeValue(forKey: activity) }
-            if var delivery = deliveries[activity] {
+            if var delivery = deliveries.removeValue(forKey: activity) {
                 let fanOutActions = delivery.fanOut.removeToken(registration.token)
                 deliveries[activity] = delivery
                 actions += perform(fanOutActions, for: activity, now: now)
@@ -307,7 +307,7 @@ public struct PartitionDispatcher: Sendable {
     }
 
     public mutating func retryTimer(for activity: ActivityID, now: UnixTime) -> [Action] {
-        guard var delivery = deliveries[activity] else { return [] }
+        guard var delivery = deliveries.removeValue(forKey: activity) else { return [] }
         let fanOutActions = delivery.fanOut.timerFired(now: now)
         deliveries[activity] = delivery
         return perform(fanOutActions, for: activity, now: now)
@@ -317,7 +317,7 @@ public struct PartitionDispatcher: Sendable {
     public mutating func sendCompleted(
         _ send: Send, outcome: FanOut.Outcome, now: UnixTime, jitter: Double
     ) -> [Action] {
-        guard var delivery = deliveries[send.activityID] else { return [] }
+        guard var delivery = deliveries.removeValue(forKey: send.activityID) else { return [] }
         let fanOutActions = delivery.fanOut.completed(token: send.token, version: send.push.version, outcome: outcome, now: now, jitter: jitter)
         deliveries[send.activityID] = delivery
         return perform(fanOutActions, for: send.activityID, now: now)
@@ -332,7 +332,7 @@ public struct PartitionDispatcher: Sendable {
         case .snapshot(_, let offsets):
             return complete(.commands, offsets)
         case .deadLetterForActivity(let activity):
-            guard var delivery = deliveries[activity] else { return [] }
+            guard var delivery = deliveries.removeValue(forKey: activity) else { return [] }
             delivery.pendingAcks -= 1
             deliveries[activity] = delivery
             return delivery.pendingAcks == 0 ? finishCompletion(activity) : []
@@ -365,7 +365,7 @@ public struct PartitionDispatcher: Sendable {
                 let orphaned = !hasState && (registration.registeredAt ?? now) + configuration.activity.maxAge <= now
                 guard registration.isExpired(at: now) || orphaned else { continue }
                 registrations[activity]?.removeValue(forKey: token)
-                if var delivery = deliveries[activity] {
+                if var delivery = deliveries.removeValue(forKey: activity) {
                     let fanOutActions = delivery.fanOut.removeToken(token)
                     deliveries[activity] = delivery
                     actions += perform(fanOutActions, for: activity, now: now)
@@ -427,7 +427,7 @@ public struct PartitionDispatcher: Sendable {
 
     private mutating func publish(_ flush: Coalescer.Flush, now: UnixTime) -> [Action] {
         let activity = flush.push.activityID
-        var delivery = deliveries[activity] ?? ActivityDelivery(fanOut: makeFanOut(activity))
+        var delivery = deliveries.removeValue(forKey: activity) ?? ActivityDelivery(fanOut: makeFanOut(activity))
         var actions: [Action] = []
         do {
             _ = try APNsPayload.encode(flush.push)
@@ -490,7 +490,7 @@ public struct PartitionDispatcher: Sendable {
     /// Writes the snapshot of the newest completed flush; its ack completes
     /// the offsets of every flush up to it.
     private mutating func finishCompletion(_ activity: ActivityID) -> [Action] {
-        guard var delivery = deliveries[activity], delivery.pendingAcks == 0 else { return [] }
+        guard deliveries[activity]?.pendingAcks == 0, var delivery = deliveries.removeValue(forKey: activity) else { return [] }
         let through = delivery.fanOut.completedThrough
         var offsets: [Int64] = []
         var newest: Coalescer.Flush?
