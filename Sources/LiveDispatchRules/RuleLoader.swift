@@ -62,7 +62,7 @@ struct RuleLoader {
         for (key, _) in pairs {
             let name = key.scalar ?? ""
             if !allowed.contains(name) {
-                let suggestion = allowed.first { $0.lowercased() == name.lowercased() || Self.distance($0, name) <= 2 }
+                let suggestion = allowed.first { $0.lowercased() == name.lowercased() || $0.editDistance(to: name) <= 2 }
                 diagnostics.append(RuleDiagnostic(
                     location: source.location(key), rule: rule, message: "unknown key '\(name)' in \(context)",
                     expected: suggestion.map { "'\($0)'" } ?? "one of \(allowed.joined(separator: ", "))"))
@@ -70,21 +70,6 @@ struct RuleLoader {
                 diagnostics.append(RuleDiagnostic(location: source.location(key), rule: rule, message: "key '\(name)' appears twice in \(context)", expected: "each key once"))
             }
         }
-    }
-
-    /// Edit distance, for suggesting the key an author meant.
-    static func distance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
-        if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
-        var previous = Array(0...b.count)
-        for i in 1...a.count {
-            var current = [i] + Array(repeating: 0, count: b.count)
-            for j in 1...b.count {
-                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-            }
-            previous = current
-        }
-        return previous[b.count]
     }
 
     mutating func addActivityType(key: YAMLNode, value: YAMLNode, source: YAMLSource) {
@@ -418,7 +403,7 @@ struct RuleBuilder {
                 continue
             }
             guard let field = schema.first(where: { $0.name == name }) else {
-                let suggestion = schema.map(\.name).first { RuleLoader.distance($0, name) <= 2 }
+                let suggestion = schema.map(\.name).first { $0.editDistance(to: name) <= 2 }
                 problem(key, "\(path).\(name) is not a field of the schema", expected: suggestion.map { "'\($0)'" } ?? "one of \(schema.map(\.name).joined(separator: ", "))")
                 continue
             }

@@ -361,25 +361,8 @@ struct ConfigurationLoader {
 
     /// ` (did you mean X?)` when a known name is within two edits.
     func suggestion(_ name: String, among known: Set<String>) -> String {
-        let best = known.map { ($0, editDistance(name.lowercased(), $0.lowercased())) }.min { $0.1 < $1.1 }
+        let best = known.map { ($0, name.lowercased().editDistance(to: $0.lowercased())) }.min { $0.1 < $1.1 }
         guard let best, best.1 <= 2 else { return " (known: \(known.sorted().joined(separator: ", ")))" }
         return " (did you mean \(best.0)?)"
     }
-}
-
-/// Levenshtein distance, for "did you mean" suggestions.
-func editDistance(_ a: String, _ b: String) -> Int {
-    let a = Array(a)
-    let b = Array(b)
-    if a.isEmpty { return b.count }
-    if b.isEmpty { return a.count }
-    var previous = Array(0...b.count)
-    for i in 1...a.count {
-        var current = [i] + Array(repeating: 0, count: b.count)
-        for j in 1...b.count {
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-        }
-        previous = current
-    }
-    return previous[b.count]
 }

@@ -40,8 +40,7 @@ public final class Dispatcher: Service, Sendable {
     let metrics: WorkerMetrics
     let observer: Observer?
     private let state: Mutex<State>
-    private let jobs: AsyncStream<@Sendable () async -> Void>
-    private let jobSink: AsyncStream<@Sendable () async -> Void>.Continuation
+    private let stage: ConsumerStage
 
     public init(
         configuration: WorkerConfiguration, client: KafkaClientConfiguration, producer: KafkaProducer,
@@ -65,7 +64,7 @@ public final class Dispatcher: Service, Sendable {
         self.observer = observer
         self.state = Mutex(State(gate: BackpressureGate(
             highWatermark: configuration.backpressure.highWatermark, lowWatermark: configuration.backpressure.lowWatermark)))
-        (jobs, jobSink) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self, bufferingPolicy: .unbounded)
+        self.stage = ConsumerStage(consumer: consumer)
     }
 
     /// Whether every assigned partition has finished restoring.
@@ -86,32 +85,7 @@ public final class Dispatcher: Service, Sendable {
     }
 
     public func run() async throws {
-        try await withGracefulShutdownHandler {
-            try await withThrowingDiscardingTaskGroup { group in
-                group.addTask {
-                    try await withTaskCancellationHandler {
-                        try await self.consumer.run()
-                    } onCancel: {
-                        self.consumer.close()
-                    }
-                }
-                group.addTask {
-                    for await event in self.consumer.events { self.handle(event) }
-                    // The consumer closed (after the drain, or on its own): stop the jobs.
-                    self.jobSink.finish()
-                }
-                group.addTask { await self.sweepLoop() }
-                for await job in self.jobs {
-                    group.addTask { await job() }
-                }
-                group.cancelAll()
-            }
-        } onGracefulShutdown: {
-            self.jobSink.yield { [self] in
-                await drain()
-                consumer.close()
-            }
-        }
+        try await stage.run(handle: { self.handle($0) }, sideTasks: [{ await self.sweepLoop() }], drain: { await self.drain() })
     }
 
     // MARK: Consumer events
@@ -156,7 +130,7 @@ public final class Dispatcher: Service, Sendable {
         do { try consumer.pause(partitions) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
         logger.info("Partition assigned; restoring its state and tokens", metadata: ["kafka.partition": "\(number)"])
         metrics.assignedPartitions(state.withLock { $0.slots.count })
-        jobSink.yield { [self] in await restore(number, epoch: epoch) }
+        stage.schedule { [self] in await restore(number, epoch: epoch) }
     }
 
     private func coPartitions(_ number: Int32) -> [TopicPartition] {
@@ -275,7 +249,7 @@ public final class Dispatcher: Service, Sendable {
         for action in actions {
             switch action {
             case .send(let send):
-                jobSink.yield { [self] in
+                stage.schedule { [self] in
                     let started = ContinuousClock.now
                     let (outcome, raw) = await sender.send(send)
                     metrics.pushSent(raw, seconds: (ContinuousClock.now - started).seconds)
@@ -287,16 +261,16 @@ public final class Dispatcher: Service, Sendable {
                 }
             case .produce(let produce):
                 let first = enqueued[produce.ticket]
-                jobSink.yield { [self] in
+                stage.schedule { [self] in
                     await write(produce, first: first, partition: number, epoch: epoch)
                 }
             case .scheduleFlush(let activity, let at):
-                jobSink.yield { [self] in
+                stage.schedule { [self] in
                     await sleep(until: at)
                     run(partition: number, epoch: epoch) { $0.flushTimer(for: activity, now: UnixTime(seconds: Date().timeIntervalSince1970)) }
                 }
             case .scheduleRetry(let activity, let at):
-                jobSink.yield { [self] in
+                stage.schedule { [self] in
                     await sleep(until: at)
                     run(partition: number, epoch: epoch) { $0.retryTimer(for: activity, now: UnixTime(seconds: Date().timeIntervalSince1970)) }
                 }

@@ -31,8 +31,7 @@ public final class Router: Service, Sendable {
     let observer: Observer?
     let topics: [String]
     private let state: Mutex<State>
-    private let jobs: AsyncStream<@Sendable () async -> Void>
-    private let jobSink: AsyncStream<@Sendable () async -> Void>.Continuation
+    private let stage: ConsumerStage
 
     public init(
         configuration: WorkerConfiguration, rules: RuleSetStore, client: KafkaClientConfiguration, producer: KafkaProducer,
@@ -52,35 +51,12 @@ public final class Router: Service, Sendable {
         self.observer = observer
         self.state = Mutex(State(gate: BackpressureGate(
             highWatermark: configuration.backpressure.highWatermark, lowWatermark: configuration.backpressure.lowWatermark)))
-        (jobs, jobSink) = AsyncStream.makeStream(of: (@Sendable () async -> Void).self, bufferingPolicy: .unbounded)
+        self.stage = ConsumerStage(consumer: consumer)
     }
 
     public func run() async throws {
-        try await withGracefulShutdownHandler {
-            try await withThrowingDiscardingTaskGroup { group in
-                group.addTask {
-                    try await withTaskCancellationHandler {
-                        try await self.consumer.run()
-                    } onCancel: {
-                        self.consumer.close()
-                    }
-                }
-                group.addTask {
-                    for await event in self.consumer.events { self.handle(event) }
-                    self.jobSink.finish()
-                }
-                if configuration.rules.reloadInterval > 0 {
-                    group.addTask { await self.reloadLoop() }
-                }
-                for await job in jobs { group.addTask { await job() } }
-                group.cancelAll()
-            }
-        } onGracefulShutdown: {
-            self.jobSink.yield { [self] in
-                await drain()
-                consumer.close()
-            }
-        }
+        let reload: [StageJob] = configuration.rules.reloadInterval > 0 ? [{ await self.reloadLoop() }] : []
+        try await stage.run(handle: { self.handle($0) }, sideTasks: reload, drain: { await self.drain() })
     }
 
     func handle(_ event: KafkaConsumerEvent) {
@@ -116,7 +92,7 @@ public final class Router: Service, Sendable {
             return state.gate.update(outstanding: state.tracker.outstanding)
         }
         applyBackpressure(gate)
-        jobSink.yield { [self, deliveries] in
+        stage.schedule { [self, deliveries] in
             for (output, first) in deliveries {
                 // Cancelled (shutdown) before it was stored: leave the event uncommitted.
                 guard await deliver(output, first: first, record: record) else { return }
