@@ -48,11 +48,12 @@ public final class Worker: Sendable {
     public let router: Router
     let producer: KafkaProducer
     let sender: PushSender
-    // Kept alive for the worker's lifetime.
-    let embeddedCluster: EmbeddedKafkaCluster?
+    private let group: ServiceGroup
     /// The in-process APNs simulator, with `apns.endpoint: simulator`.
     public let simulator: APNsSimulator?
-    private let group: ServiceGroup
+    // Declared last so it is released after every client of it (stored
+    // properties are destroyed in declaration order).
+    let embeddedCluster: EmbeddedKafkaCluster?
     /// The Kafka bootstrap servers in use (the embedded cluster's when embedded).
     public let bootstrapServers: String
 
