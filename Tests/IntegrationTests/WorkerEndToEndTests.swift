@@ -26,7 +26,7 @@ struct WorkerEndToEndTests {
         try await stack.register(tokens[1], for: "match-e1")
         try await stack.register(tokens[2], for: "match-e1", environment: "sandbox")
         try await stack.produce("sports.scores", key: "e1", #"{"type": "kickoff", "match_id": "e1", "home_team": "Owls", "away_team": "Hawks"}"#)
-        let received = try await waitFor("a start push to every token") {
+        let received = try await stack.waitWithDiagnostics("a start push to every token", workers: [worker]) {
             let byToken = stack.pushesByToken()
             return tokens.allSatisfy { byToken[$0]?.isEmpty == false } ? byToken : nil
         }
@@ -44,7 +44,7 @@ struct WorkerEndToEndTests {
             #expect(Int(start.headers["apns-expiration"] ?? "") ?? 0 > 0)
         }
         try await stack.produce("sports.scores", key: "e1", goal("e1", home: 1, away: 0, minute: 23))
-        let updates = try await waitFor("an update push to every token") {
+        let updates = try await stack.waitWithDiagnostics("an update push to every token", workers: [worker]) {
             let byToken = stack.pushesByToken()
             return tokens.allSatisfy { (byToken[$0] ?? []).contains { $0.event == "update" } } ? byToken : nil
         }

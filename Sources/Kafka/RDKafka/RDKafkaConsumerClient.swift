@@ -288,21 +288,30 @@ final class RDKafkaConsumerClient: Sendable {
 
     /// The commit before leaving the group. When another member's departure
     /// left this member's generation stale, keep polling (serving the
-    /// rebalance) until the group settles, then commit again, for at most
-    /// `finalCommitPatience` rounds of 100 ms.
+    /// rebalance) until the group settles, then commit again; when the
+    /// coordinator was unreachable or slow (a timeout, a coordinator move),
+    /// poll for a moment and commit again. At most `finalCommitPatience`
+    /// rounds of 100 ms in all.
     private func finalCommit() {
         let finalCommitPatience = 150
+        let rebalancing = [
+            RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION, RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS, RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID,
+        ]
+        let transient = [
+            RD_KAFKA_RESP_ERR__WAIT_COORD, RD_KAFKA_RESP_ERR_NOT_COORDINATOR, RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE,
+            RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS, RD_KAFKA_RESP_ERR__TIMED_OUT, RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+            RD_KAFKA_RESP_ERR__TRANSPORT,
+        ]
         var error = commitStoredOffsets(reason: "close")
         var rounds = 0
-        while rounds < finalCommitPatience,
-            error == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION || error == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS
-                || error == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || error == RD_KAFKA_RESP_ERR__WAIT_COORD
-                || error == RD_KAFKA_RESP_ERR_NOT_COORDINATOR || error == RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE
-        {
+        while rounds < finalCommitPatience, rebalancing.contains(error) || transient.contains(error) {
             let generationBefore = generation
-            while rounds < finalCommitPatience, generation == generationBefore {
+            let awaitRebalance = rebalancing.contains(error)
+            var waited = 0
+            while rounds < finalCommitPatience, awaitRebalance ? generation == generationBefore : waited < 5 {
                 if let message = rd_kafka_consumer_poll(handle.pointer, 100) { handle(message: message) }
                 rounds += 1
+                waited += 1
             }
             flushPending()
             error = commitStoredOffsets(reason: "close")

@@ -127,6 +127,22 @@ final class WorkerStack: Sendable {
         try await produce("livedispatch.tokens", key: activity, #"{"activity_id": "\#(activity)", "token": "\#(token)", "environment": "\#(environment)"}"#)
     }
 
+    /// Waits for `condition`; on a timeout the error also tells what the
+    /// workers logged at warning level or above and what each token got.
+    func waitWithDiagnostics<T>(
+        _ what: String, workers: [BackgroundProcess], timeout: Duration = .seconds(60), condition: () async throws -> T?
+    ) async throws -> T {
+        do {
+            return try await waitFor(what, timeout: timeout, condition: condition)
+        } catch let error as WaitTimeout {
+            let logs = workers.flatMap { worker in
+                worker.standardErrorLines.filter { $0.contains(" warning ") || $0.contains(" error ") || $0.contains(" critical ") }.suffix(20)
+            }
+            let received = pushesByToken().map { "\($0.key.prefix(8)): \($0.value.map(\.event))" }.sorted()
+            throw WaitTimeout(what: "\(error.what); worker warnings: \(logs); pushes by token: \(received)")
+        }
+    }
+
     /// Every push the simulator accepted so far, in arrival order.
     func pushes() -> [RecordedLine] {
         guard let text = try? String(contentsOf: recordFile, encoding: .utf8) else { return [] }
