@@ -32,7 +32,8 @@ final class WorkerStack: Sendable {
         directory = try TestPaths.temporaryDirectory("livedispatch-e2e")
         self.partitions = partitions
         var logger = Logger(label: "e2e")
-        logger.logLevel = .warning
+        // The stack's own clients: only errors (the cluster process going away at the end is expected).
+        logger.logLevel = .error
         self.logger = logger
         let topics = ["livedispatch.commands:\(partitions)", "livedispatch.tokens:\(tokensPartitions ?? partitions)",
                       "livedispatch.state:\(partitions)", "livedispatch.token-store:\(partitions)",
