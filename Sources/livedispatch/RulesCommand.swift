@@ -21,6 +21,16 @@ struct RulesCommand: ParsableCommand {
         for diagnostic in error.diagnostics { printError(diagnostic.description) }
     }
 
+    /// The rules of `directory`, or every problem printed and exit status 1.
+    static func loadOrExit(_ directory: String) throws -> RuleSet {
+        do {
+            return try RuleSet.load(directory: directory)
+        } catch {
+            printDiagnostics(error)
+            throw ExitCode(1)
+        }
+    }
+
     struct Check: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Report every problem in the rule files, with file:line:column.")
 
@@ -58,13 +68,7 @@ struct RulesCommand: ParsableCommand {
         @Option(help: "The fixtures directory (default: DIR/tests).") var fixtures: String?
 
         func run() throws {
-            let rules: RuleSet
-            do {
-                rules = try RuleSet.load(directory: directory)
-            } catch {
-                RulesCommand.printDiagnostics(error)
-                throw ExitCode(1)
-            }
+            let rules = try RulesCommand.loadOrExit(directory)
             let fixturesDirectory = fixtures ?? (directory as NSString).appendingPathComponent("tests")
             let files: [(name: String, text: String)]
             do {
@@ -109,13 +113,7 @@ struct RulesCommand: ParsableCommand {
         @Option(help: "What now() returns: ISO-8601 or Unix seconds (default: the current time).") var now: String?
 
         func run() throws {
-            let ruleSet: RuleSet
-            do {
-                ruleSet = try RuleSet.load(directory: rules)
-            } catch {
-                RulesCommand.printDiagnostics(error)
-                throw ExitCode(1)
-            }
+            let ruleSet = try RulesCommand.loadOrExit(rules)
             guard let data = FileManager.default.contents(atPath: event) else {
                 RulesCommand.printError("cannot read the event file \(event)")
                 throw ExitCode(1)
@@ -158,13 +156,7 @@ struct RulesCommand: ParsableCommand {
         @Option(help: "Events per sample kind.") var events: Int = 300_000
 
         func run() throws {
-            let ruleSet: RuleSet
-            do {
-                ruleSet = try RuleSet.load(directory: rules)
-            } catch {
-                RulesCommand.printDiagnostics(error)
-                throw ExitCode(1)
-            }
+            let ruleSet = try RulesCommand.loadOrExit(rules)
             guard events > 0 else {
                 RulesCommand.printError("--events must be positive")
                 throw ExitCode(1)
