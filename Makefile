@@ -10,7 +10,7 @@ build: bootstrap
 	$(SWIFT) build
 
 test: bootstrap
-	$(SWIFT) test
+	$(SWIFT) test --no-parallel
 
 # The demo: an embedded Kafka cluster and an APNs simulator in-process,
 # replaying Config/examples and printing each activity's Lock Screen.

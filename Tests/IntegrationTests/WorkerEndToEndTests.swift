@@ -240,7 +240,7 @@ struct WorkerEndToEndTests {
         try await stack.produce("sports.scores", key: "big", goal("big", home: 2, away: 0, minute: 80, scorer: "Lin"))
         for activity in small { try await stack.produce("sports.scores", key: String(activity.dropFirst(6)), goal(String(activity.dropFirst(6)), home: 2, away: 1)) }
 
-        try await waitFor("every token of every activity to hold the final state", timeout: .seconds(240)) {
+        try await stack.waitWithDiagnostics("every token of every activity to hold the final state", workers: [survivor], timeout: .seconds(240)) {
             let byToken = stack.pushesByToken()
             let bigDone = bigTokens.allSatisfy { byToken[$0]?.last?.contentState["teamOneScore"] == 2 }
             let smallDone = smallTokens.values.joined().allSatisfy { byToken[$0]?.last?.contentState["teamTwoScore"] == 1 }

@@ -139,8 +139,10 @@ final class WorkerStack: Sendable {
             let logs = workers.flatMap { worker in
                 worker.standardErrorLines.filter { $0.contains(" warning ") || $0.contains(" error ") || $0.contains(" critical ") }.suffix(20)
             }
-            let received = pushesByToken().map { "\($0.key.prefix(8)): \($0.value.map(\.event))" }.sorted()
-            throw WaitTimeout(what: "\(error.what); worker warnings: \(logs); pushes by token: \(received)")
+            let byToken = pushesByToken()
+            let received = byToken.map { "\($0.key.prefix(8))…\($0.key.suffix(4)): \($0.value.map { $0.contentState["teamOneScore"]?.description ?? $0.event })" }.sorted().prefix(30)
+            let restored = workers.flatMap { $0.standardErrorLines.filter { $0.contains("Partition restored") || $0.contains("revoked") || $0.contains("assigned") }.suffix(12) }
+            throw WaitTimeout(what: "\(error.what); worker warnings: \(logs); assignments: \(restored); tokens with pushes: \(byToken.count); pushes by token: \(received)")
         }
     }
 
