@@ -120,6 +120,11 @@ public struct WorkerConfiguration: Sendable, Hashable {
             defaultPriority: (try? PushPriority(activity.defaultPriority)) ?? .immediate)
     }
 
+    /// A fresh pause/resume gate with the configured watermarks.
+    public var backpressureGate: BackpressureGate {
+        BackpressureGate(highWatermark: backpressure.highWatermark, lowWatermark: backpressure.lowWatermark)
+    }
+
     public var fanOut: FanOut.Configuration {
         FanOut.Configuration(
             maxInFlight: limits.maxInFlightPerActivity,

@@ -62,8 +62,7 @@ public final class Dispatcher: Service, Sendable {
         self.logger = logger
         self.metrics = metrics
         self.observer = observer
-        self.state = Mutex(State(gate: BackpressureGate(
-            highWatermark: configuration.backpressure.highWatermark, lowWatermark: configuration.backpressure.lowWatermark)))
+        self.state = Mutex(State(gate: configuration.backpressureGate))
         self.stage = ConsumerStage(consumer: consumer)
     }
 

@@ -19,7 +19,6 @@ public final class Router: Service, Sendable {
     struct State: Sendable {
         var tracker = OffsetTracker()
         var gate: BackpressureGate
-        var draining = false
     }
 
     let configuration: WorkerConfiguration
@@ -49,8 +48,7 @@ public final class Router: Service, Sendable {
         self.logger = logger
         self.metrics = metrics
         self.observer = observer
-        self.state = Mutex(State(gate: BackpressureGate(
-            highWatermark: configuration.backpressure.highWatermark, lowWatermark: configuration.backpressure.lowWatermark)))
+        self.state = Mutex(State(gate: configuration.backpressureGate))
         self.stage = ConsumerStage(consumer: consumer)
     }
 
