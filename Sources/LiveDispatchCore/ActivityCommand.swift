@@ -211,6 +211,11 @@ public struct ActivityCommand: Sendable, Hashable {
         if let relevanceScore, !relevanceScore.isFinite {
             throw FieldError(field: "relevance_score", message: "must be a finite number")
         }
+        for (field, date) in [("timestamp", timestamp), ("stale_date", staleDate), ("dismissal_date", dismissalDate)] {
+            if let date, !date.isAccepted {
+                throw FieldError(field: field, message: "\(date.seconds) is not a date between 1970-01-01 and 9999-12-31 (Unix seconds 0 to 253402300799)")
+            }
+        }
     }
 
     /// The command's JSON form, as written to the `commands` topic.

@@ -89,15 +89,18 @@ struct FieldReader {
         guard let value = optional(key) else { return nil }
         switch value {
         case .integer, .double:
-            guard let seconds = value.numberValue, seconds.isFinite, seconds >= 0 else {
-                throw FieldError(field: name(key), message: "expected a date as non-negative Unix seconds")
+            guard let seconds = value.numberValue, let time = UnixTime(acceptedSeconds: seconds) else {
+                throw FieldError(field: name(key), message: "expected a date as Unix seconds from 0 to 253402300799 (year 9999), got \(value.numberValue.map { "\($0)" } ?? "a number out of range")")
             }
-            return UnixTime(seconds: seconds)
+            return time
         case .string(let text):
             guard let time = UnixTime(iso8601: text) else {
                 throw FieldError(
                     field: name(key),
-                    message: "\(text.debugDescription) is not a date (expected Unix seconds or ISO-8601 such as 2025-11-24T18:00:00Z)")
+                    message: "\(String(text.prefix(64)).debugDescription) is not a date (expected Unix seconds or ISO-8601 such as 2025-11-24T18:00:00Z)")
+            }
+            guard time.isAccepted else {
+                throw FieldError(field: name(key), message: "\(String(text.prefix(64)).debugDescription) is before 1970-01-01T00:00:00Z")
             }
             return time
         case .null, .bool, .array, .object:

@@ -5,8 +5,29 @@ public struct UnixTime: Sendable, Hashable, Comparable, CustomStringConvertible 
 
     public init(seconds: Double) { self.seconds = seconds }
 
-    /// Whole seconds, rounded down, as APNs expects dates.
-    public var wholeSeconds: Int64 { Int64(seconds.rounded(.down)) }
+    /// The dates LiveDispatch accepts from input: 1970-01-01T00:00:00Z through
+    /// 9999-12-31T23:59:59Z. The lower bound is 0 because a past
+    /// `dismissal_date` (often 0) is how a backend asks for an ended activity to
+    /// go at once; the upper bound catches milliseconds sent as seconds.
+    public static let acceptedRange: ClosedRange<Double> = 0...253_402_300_799
+
+    /// A time read from input, or nil when `seconds` is not finite or lies
+    /// outside ``acceptedRange``.
+    public init?(acceptedSeconds seconds: Double) {
+        guard seconds.isFinite, UnixTime.acceptedRange.contains(seconds) else { return nil }
+        self.seconds = seconds
+    }
+
+    /// Whether this time lies in ``acceptedRange``.
+    public var isAccepted: Bool { seconds.isFinite && UnixTime.acceptedRange.contains(seconds) }
+
+    /// Whole seconds, rounded down, as APNs expects dates. Total: a time beyond
+    /// `Int64` clamps to its bounds and NaN gives 0, so no value can trap here.
+    public var wholeSeconds: Int64 {
+        let whole = seconds.rounded(.down)
+        guard !whole.isNaN else { return 0 }
+        return Int64(exactly: whole) ?? (whole > 0 ? .max : .min)
+    }
 
     public static func < (lhs: UnixTime, rhs: UnixTime) -> Bool { lhs.seconds < rhs.seconds }
 
@@ -56,9 +77,10 @@ public struct UnixTime: Sendable, Hashable, Comparable, CustomStringConvertible 
         self.seconds = seconds
     }
 
-    /// The time as `YYYY-MM-DDTHH:MM:SSZ` (fraction dropped).
+    /// The time as `YYYY-MM-DDTHH:MM:SSZ` (fraction dropped); a time before
+    /// year 0 or after year 9999 shows as that bound.
     public var iso8601: String {
-        let whole = wholeSeconds
+        let whole = min(max(wholeSeconds, -62_167_219_200), 253_402_300_799)
         let days = Int(whole >= 0 ? whole / 86_400 : (whole - 86_399) / 86_400)
         let secondOfDay = Int(whole - Int64(days) * 86_400)
         let (year, month, day) = UnixTime.civil(fromDays: days)

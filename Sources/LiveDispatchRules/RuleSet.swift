@@ -369,8 +369,8 @@ extension CompiledRule {
         let command = ActivityCommand(
             activityID: id, event: event, contentState: contentState, replaceState: replaceState,
             timestamp: UnixTime(seconds: time), priority: pushPriority,
-            staleDate: try resolve(stale, from: time, context, field: "stale"),
-            dismissalDate: try resolve(dismissal, from: time, context, field: "dismissal"),
+            staleDate: try resolve(stale, from: time, context, field: "stale_date"),
+            dismissalDate: try resolve(dismissal, from: time, context, field: "dismissal_date"),
             relevanceScore: relevance, alert: activityAlert,
             attributesType: event == .start ? activityType : nil, attributes: attributesJSON,
             source: CommandSource(topic: record.topic, partition: record.partition, offset: record.offset, rule: name))

@@ -63,6 +63,10 @@ struct PayloadCommandTests {
             (#"{"activity_id": "match-42", "content_state": {"a": 1}"#, "command.json:1:54: unexpected end of input, expected ',' or '}' in an object"),
             (#"{"activity_id": "match-42", "event": "finish"}"#, #"command.json: field 'event': "finish" is not an event (expected update, end or start)"#),
             (#"{"content_state": {}}"#, "command.json: field 'activity_id': is required"),
+            (#"{"activity_id":"a","content_state":{"x":1},"timestamp":1e300}"#,
+             "command.json: field 'timestamp': expected a date as Unix seconds from 0 to 253402300799 (year 9999), got 1e+300"),
+            (#"{"activity_id":"a","content_state":{"x":1},"dismissal_date":9.3e18}"#,
+             "command.json: field 'dismissal_date': expected a date as Unix seconds from 0 to 253402300799 (year 9999), got 9.3e+18"),
         ])
     func badCommand(json: String, message: String) throws {
         let directory = try TestPaths.temporaryDirectory()

@@ -172,13 +172,16 @@ struct WorkerEndToEndTests {
         try await stack.produce("sports.scores", key: "bad", goal("bad", home: 1, away: 0, scorer: huge))
         // A later update inside the coalescing window would supersede the
         // oversized state before it is pushed: wait for its dead letter first.
-        let letters = try await waitFor("four dead letters") {
+        // A date beyond Int64 seconds once trapped every worker that read it.
+        try await stack.produce("livedispatch.commands", key: "match-bad", #"{"activity_id":"match-bad","content_state":{"x":1},"timestamp":1e300}"#)
+        let letters = try await waitFor("five dead letters") {
             let letters = try await stack.deadLetters()
-            return letters.count >= 4 ? letters : nil
+            return letters.count >= 5 ? letters : nil
         }
         try await stack.produce("sports.scores", key: "bad", goal("bad", home: 3, away: 0, scorer: "Grace"))
         let reasons = letters.map(\.reason.rawValue).sorted()
-        #expect(reasons == ["invalid-json", "payload-too-large", "rule-error", "rule-error"])
+        #expect(reasons == ["invalid-command", "invalid-json", "payload-too-large", "rule-error", "rule-error"])
+        #expect(letters.first { $0.reason == .invalidCommand }?.message.contains("field 'timestamp'") == true)
         #expect(letters.first { $0.reason == .invalidJSON }?.origin?.value == "{not json")
         #expect(letters.first { $0.reason == .payloadTooLarge }.map { ($0.details["size"]?.integerValue ?? 0) > 4096 } == true)
         let last = try await waitFor("the good event's push") {

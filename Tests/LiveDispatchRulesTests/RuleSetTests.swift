@@ -359,3 +359,48 @@ struct RuleSetTests {
         #expect(foldedError.diagnostics.first?.location == SourceLocation(file: "f.yaml", line: 12, column: 7))
     }
 }
+
+@Suite("rule dates out of range")
+struct RuleDateRangeTests {
+    static let rules = """
+        version: 1
+        activity_types:
+          Match:
+            content_state:
+              minute: int
+        rules:
+          - name: far-stale
+            topic: sports.scores
+            activity_id: "match-{{ event.id }}"
+            activity_type: Match
+            set:
+              minute: event.minute
+            stale_date: now() + duration(event.secs)
+            timestamp: date(event.at) + duration(event.shift)
+        """
+
+    @Test("a rule that passes check but computes a date beyond year 9999 fails the event, naming the field", arguments: [
+        (#"{"id": "1", "minute": 3, "secs": 1e300, "at": 1764000000, "shift": 0}"#, "stale_date"),
+        (#"{"id": "1", "minute": 3, "secs": 60, "at": 1764000000, "shift": 1e300}"#, "timestamp"),
+        (#"{"id": "1", "minute": 3, "secs": -1e300, "at": 1764000000, "shift": 0}"#, "stale_date"),
+    ])
+    func farDates(event: String, field: String) throws {
+        let rules = try RuleSet.compile(files: [("far.yaml", Self.rules)])
+        let outcomes = rules.evaluate(record("sports.scores"), event: try JSONValue.parse(event), now: now)
+        guard outcomes.count == 1, case .failure(let failure) = outcomes[0] else {
+            Issue.record("expected one failure, got \(outcomes)")
+            return
+        }
+        #expect(failure.reason.contains(field), "\(failure.reason)")
+    }
+
+    @Test("minutes_between of dates far apart is an error, not a trap")
+    func minutesBetween() throws {
+        do {
+            let minutes = try Builtins.minutesBetween(.time(0), .time(1e300))
+            Issue.record("expected a failure, got \(minutes)")
+        } catch {
+            #expect(error.message.contains("out of range"))
+        }
+    }
+}

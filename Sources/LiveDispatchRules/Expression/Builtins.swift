@@ -231,7 +231,11 @@ enum Builtins {
         guard case .time(let start) = try toDate(from), case .time(let end) = try toDate(to) else {
             throw EvaluationFailure("minutes_between() needs two dates")
         }
-        return .int(Int64(((end - start) / 60).rounded(.toNearestOrAwayFromZero)))
+        let minutes = ((end - start) / 60).rounded(.toNearestOrAwayFromZero)
+        guard let whole = Int64(exactly: minutes) else {
+            throw EvaluationFailure("minutes_between() is out of range (\(minutes) minutes)")
+        }
+        return .int(whole)
     }
 
     static func formatDurationValue(_ value: Value) throws(EvaluationFailure) -> Value {
