@@ -48,6 +48,7 @@ public final class APNsConnectionPool: Sendable {
     private enum Waiter: Sendable {
         case single(CheckedContinuation<APNsOutcome, Never>)
         case batch(BatchCollector, index: Int)
+        case callback(@Sendable (Int, APNsOutcome) -> Void, index: Int)
     }
 
     private struct Pending {
@@ -195,6 +196,31 @@ public final class APNsConnectionPool: Sendable {
         } onCancel: {
             for id in ids { abandon(id, error: .cancelled) }
         }
+    }
+
+    /// Starts several pushes at once and returns without waiting: `onOutcome`
+    /// is called once per push with its index in `requests`, on the event
+    /// loop that finished it (or on the caller's thread when it fails at
+    /// once). For owners that apply outcomes in batches, without a task per
+    /// push. Pushes that do not fit wait as in ``send(_:)``.
+    public func submit(_ requests: [APNsRequest], onOutcome: @escaping @Sendable (Int, APNsOutcome) -> Void) {
+        guard !requests.isEmpty else { return }
+        let timeout = TimeAmount.milliseconds(Int64(configuration.requestTimeout * 1000))
+        let first = nextRequestID.wrappingAdd(requests.count, ordering: .relaxed).oldValue
+        let now = clock.now()
+        let started = NIODeadline.now()
+        let (actions, preparations) = state.withLock { state in
+            var arrivals: [StateMachine.Action] = []
+            for (index, request) in requests.enumerated() {
+                let id = first + index
+                state.pending[id] = Pending(
+                    request: request, waiter: .callback(onOutcome, index: index), startedAt: started, deadline: started + timeout)
+                arrivals += Self.arrive(id, state: &state, now: now.seconds)
+            }
+            return Self.prepareExecutions(arrivals, now: now, state: &state, signingKey: signingKey)
+        }
+        start(preparations)
+        perform(actions)
     }
 
     /// Current counts.
@@ -561,6 +587,7 @@ public final class APNsConnectionPool: Sendable {
         switch pending.waiter {
         case .single(let continuation): continuation.resume(returning: outcome)
         case .batch(let collector, let index): collector.record(outcome, at: index)
+        case .callback(let body, let index): body(index, outcome)
         }
     }
 

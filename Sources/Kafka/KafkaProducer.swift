@@ -73,4 +73,11 @@ public struct KafkaPendingDelivery: Sendable {
     public func wait() async throws(KafkaError) -> KafkaDeliveryReport {
         try await delivery.wait().get()
     }
+
+    /// Calls `body` once Kafka acknowledged or refused the record, on
+    /// librdkafka's delivery thread (at once when already known): for owners
+    /// that take many acknowledgements without a task per record.
+    public func whenComplete(_ body: @escaping @Sendable (Result<KafkaDeliveryReport, KafkaError>) -> Void) {
+        delivery.whenResolved(body)
+    }
 }

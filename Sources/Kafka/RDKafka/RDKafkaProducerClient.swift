@@ -7,9 +7,16 @@ import Synchronization
 
 /// The waiting side of one produced record, resumed by its delivery report.
 final class RDKafkaDelivery: Sendable {
+    typealias Outcome = Result<KafkaDeliveryReport, KafkaError>
+
+    private enum Waiter {
+        case continuation(CheckedContinuation<Outcome, Never>)
+        case callback(@Sendable (Outcome) -> Void)
+    }
+
     private enum State {
-        case waiting(CheckedContinuation<Result<KafkaDeliveryReport, KafkaError>, Never>?)
-        case resolved(Result<KafkaDeliveryReport, KafkaError>)
+        case waiting(Waiter?)
+        case resolved(Outcome)
     }
 
     private let state = Mutex(State.waiting(nil))
@@ -17,28 +24,41 @@ final class RDKafkaDelivery: Sendable {
     init() {}
 
     /// Called once, from the delivery report (or when librdkafka refused the record).
-    func resolve(_ result: Result<KafkaDeliveryReport, KafkaError>) {
-        let waiter: CheckedContinuation<Result<KafkaDeliveryReport, KafkaError>, Never>? = state.withLock { state in
-            guard case .waiting(let continuation) = state else { return nil }
+    func resolve(_ result: Outcome) {
+        let waiter: Waiter? = state.withLock { state in
+            guard case .waiting(let waiter) = state else { return nil }
             state = .resolved(result)
-            return continuation
+            return waiter
         }
-        waiter?.resume(returning: result)
+        switch waiter {
+        case .continuation(let continuation): continuation.resume(returning: result)
+        case .callback(let body): body(result)
+        case nil: break
+        }
     }
 
     /// The delivery's result, once known. One waiter at a time.
-    func wait() async -> Result<KafkaDeliveryReport, KafkaError> {
+    func wait() async -> Outcome {
         await withCheckedContinuation { continuation in
-            let ready: Result<KafkaDeliveryReport, KafkaError>? = state.withLock { state in
-                switch state {
-                case .resolved(let result):
-                    return result
-                case .waiting:
-                    state = .waiting(continuation)
-                    return nil
-                }
+            if let ready = register(.continuation(continuation)) { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Calls `body` once with the result: at once when it is known, else on
+    /// librdkafka's delivery thread. No task waits.
+    func whenResolved(_ body: @escaping @Sendable (Outcome) -> Void) {
+        if let ready = register(.callback(body)) { body(ready) }
+    }
+
+    private func register(_ waiter: Waiter) -> Outcome? {
+        state.withLock { state in
+            switch state {
+            case .resolved(let result):
+                return result
+            case .waiting:
+                state = .waiting(waiter)
+                return nil
             }
-            if let ready { continuation.resume(returning: ready) }
         }
     }
 }

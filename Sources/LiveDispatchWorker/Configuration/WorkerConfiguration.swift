@@ -130,24 +130,10 @@ public struct WorkerConfiguration: Sendable, Hashable {
             maxInFlight: limits.maxInFlightPerActivity,
             retry: RetryPolicy(maxAttempts: retry.maxAttempts, maxElapsed: retry.maxElapsed, baseDelay: retry.baseDelay, maxDelay: retry.maxDelay))
     }
-}
 
-/// The internal topics, without their prefix.
-public enum InternalTopic: String, Sendable, CaseIterable {
-    case commands
-    case tokens
-    case state
-    case tokenStore = "token-store"
-    case deadLetters = "dead-letters"
-
-    /// Whether the topic is a compacted changelog.
-    public var isCompacted: Bool {
-        switch self {
-        case .state, .tokenStore: true
-        case .commands, .tokens, .deadLetters: false
-        }
+    /// What one partition's ``PartitionDispatcher`` is configured with.
+    public var partitionDispatcher: PartitionDispatcher.Configuration {
+        PartitionDispatcher.Configuration(
+            coalescer: coalescer, fanOut: fanOut, defaultEnvironment: apns.environment, topicPrefix: kafka.topicPrefix)
     }
-
-    /// The topics that must have the same partition count.
-    public static let coPartitioned: [InternalTopic] = [.commands, .tokens, .state, .tokenStore]
 }

@@ -26,6 +26,31 @@ public struct PushSender: Sendable {
         return (Self.classify(outcome), outcome)
     }
 
+    /// Starts a batch of sends and returns at once; `onOutcome` is called
+    /// once per send with its index, from the APNs pool's event loops.
+    func submit(_ sends: [PartitionDispatcher.Send], onOutcome: @escaping @Sendable (Int, FanOut.Outcome, APNsOutcome) -> Void) {
+        var production: [APNsRequest] = []
+        var productionIndex: [Int] = []
+        var sandbox: [APNsRequest] = []
+        var sandboxIndex: [Int] = []
+        for (index, send) in sends.enumerated() {
+            let request = APNsRequest(
+                push: send.push, payload: send.payload, to: .device(send.token), bundleID: bundleID,
+                apnsID: UUID().uuidString.lowercased())
+            if send.environment == .sandbox {
+                sandbox.append(request)
+                sandboxIndex.append(index)
+            } else {
+                production.append(request)
+                productionIndex.append(index)
+            }
+        }
+        let productionPositions = productionIndex
+        let sandboxPositions = sandboxIndex
+        self.production.submit(production) { index, outcome in onOutcome(productionPositions[index], Self.classify(outcome), outcome) }
+        self.sandbox.submit(sandbox) { index, outcome in onOutcome(sandboxPositions[index], Self.classify(outcome), outcome) }
+    }
+
     static func classify(_ outcome: APNsOutcome) -> FanOut.Outcome {
         switch outcome {
         case .delivered:

@@ -1,23 +1,21 @@
-import LiveDispatchCore
-@testable import LiveDispatchWorker
+@testable import LiveDispatchCore
 import Testing
 
-/// Plays the Dispatcher service around a `PartitionDispatcher`: acknowledges
-/// produces, answers sends with a chosen outcome, fires timers when the
-/// clock passes them, and records everything.
+/// Plays the dispatcher service around a `PartitionDispatcher`: acknowledges
+/// produces, answers sends with a chosen outcome, calls `timerFired` when
+/// the clock passes the machine's `nextDeadline`, and records everything.
 struct DispatcherHarness {
     var dispatcher: PartitionDispatcher
     var now = UnixTime(seconds: 1_764_000_000)
     var produced: [PartitionDispatcher.Produce] = []
     var sent: [PartitionDispatcher.Send] = []
     var commits: [InternalTopic: Int64] = [:]
-    var timers: [(kind: String, activity: ActivityID, at: UnixTime)] = []
     var outcome: (PartitionDispatcher.Send) -> FanOut.Outcome = { _ in .delivered }
     var holdAcks = false
     var observations: [PartitionDispatcher.Observation] = []
     var unacknowledged: [UInt64] = []
 
-    init(configuration: WorkerConfiguration = WorkerConfiguration()) {
+    init(configuration: PartitionDispatcher.Configuration = PartitionDispatcher.Configuration()) {
         dispatcher = PartitionDispatcher(partition: 2, configuration: configuration)
     }
 
@@ -32,10 +30,6 @@ struct DispatcherHarness {
             case .produce(let produce):
                 produced.append(produce)
                 if holdAcks { unacknowledged.append(produce.ticket) } else { queue += dispatcher.acknowledged(produce.ticket, now: now) }
-            case .scheduleFlush(let activity, let at):
-                timers.append(("flush", activity, at))
-            case .scheduleRetry(let activity, let at):
-                timers.append(("retry", activity, at))
             case .commit(let topic, let offset):
                 commits[topic] = offset
             case .observe(let observation):
@@ -50,12 +44,13 @@ struct DispatcherHarness {
         for ticket in tickets { run(dispatcher.acknowledged(ticket, now: now)) }
     }
 
+    /// Moves the clock; fires the machine's timer as often as it is due.
     mutating func advance(by seconds: Double) {
         now = now + seconds
-        let due = timers.filter { $0.at <= now }
-        timers.removeAll { $0.at <= now }
-        for timer in due {
-            run(timer.kind == "flush" ? dispatcher.flushTimer(for: timer.activity, now: now) : dispatcher.retryTimer(for: timer.activity, now: now))
+        var firings = 0
+        while let deadline = dispatcher.nextDeadline, deadline <= now, firings < 10_000 {
+            firings += 1
+            run(dispatcher.timerFired(now: now))
         }
     }
 
@@ -199,8 +194,8 @@ struct PartitionDispatcherTests {
 
     @Test("retryable failures retry after a backoff; exhausted ones are dead-lettered and still complete")
     func retries() throws {
-        var configuration = WorkerConfiguration()
-        configuration.retry.maxAttempts = 3
+        var configuration = PartitionDispatcher.Configuration()
+        configuration.fanOut.retry.maxAttempts = 3
         var harness = DispatcherHarness(configuration: configuration)
         harness.outcome = { _ in .retryable(reason: "ServiceUnavailable", after: nil) }
         harness.restore(tokens: [registered(tokenA)])
@@ -243,8 +238,8 @@ struct PartitionDispatcherTests {
 
     @Test("the sweep tombstones expired activities, their tokens, and lapsed registrations")
     func sweep() throws {
-        var configuration = WorkerConfiguration()
-        configuration.activity.maxAge = 3600
+        var configuration = PartitionDispatcher.Configuration()
+        configuration.coalescer.maxAge = 3600
         var harness = DispatcherHarness(configuration: configuration)
         let other = try ActivityID("delivery-7")
         harness.restore(

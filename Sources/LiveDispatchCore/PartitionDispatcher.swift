@@ -1,12 +1,15 @@
-import LiveDispatchCore
-
 /// Everything the dispatcher decides for one partition number of the
 /// co-partitioned `commands`, `tokens`, `state` and `token-store` topics:
 /// restore, then token registrations and commands in offset order through
 /// the ``Coalescer``, one ``FanOut`` per activity, and two ``OffsetTracker``
 /// partitions. A value type: inputs are `mutating func`s returning
-/// ``Action``s; the ``Dispatcher`` service performs them (sends, produces,
-/// timers, commits) and reports back.
+/// ``Action``s; the worker's dispatcher service performs them (sends,
+/// produces, commits) and reports back.
+///
+/// It owns its timers: flush deadlines, retry wake-ups and the periodic
+/// expiry sweep live in one ``DeadlineQueue``; the owner keeps a single
+/// wake-up armed at ``nextDeadline`` and calls ``timerFired(now:)`` when it
+/// passes (early or repeated calls are harmless).
 ///
 /// An offset becomes committable only when its record is fully handled:
 /// a command when the push that carried it reached every token and the
@@ -14,6 +17,33 @@ import LiveDispatchCore
 /// registration when `token-store` acknowledged it; a bad record when its
 /// dead letter was acknowledged.
 public struct PartitionDispatcher: Sendable {
+    /// What one partition's machine needs to know of the configuration.
+    public struct Configuration: Sendable, Hashable {
+        public var coalescer: Coalescer.Configuration
+        public var fanOut: FanOut.Configuration
+        /// The environment of a token whose registration names none.
+        public var defaultEnvironment: APNsEnvironment
+        /// Prefix of the internal topics' names (dead letters name their origin).
+        public var topicPrefix: String
+        /// Seconds between expiry sweeps of activities and tokens.
+        public var sweepInterval: Double
+
+        public init(
+            coalescer: Coalescer.Configuration = .init(), fanOut: FanOut.Configuration = .init(),
+            defaultEnvironment: APNsEnvironment = .production, topicPrefix: String = "livedispatch.",
+            sweepInterval: Double = 5
+        ) {
+            self.coalescer = coalescer
+            self.fanOut = fanOut
+            self.defaultEnvironment = defaultEnvironment
+            self.topicPrefix = topicPrefix
+            self.sweepInterval = max(0.001, sweepInterval)
+        }
+
+        /// Full name of an internal topic.
+        public func topic(_ name: InternalTopic) -> String { topicPrefix + name.rawValue }
+    }
+
     /// A record written by the dispatcher; `ticket` comes back in
     /// ``acknowledged(_:now:)`` once Kafka has it.
     public struct Produce: Sendable, Hashable {
@@ -25,6 +55,14 @@ public struct PartitionDispatcher: Sendable {
         /// choose by key (dead letters).
         public var partition: Int32?
         public var ticket: UInt64
+
+        public init(topic: InternalTopic, key: String, value: [UInt8]?, partition: Int32?, ticket: UInt64) {
+            self.topic = topic
+            self.key = key
+            self.value = value
+            self.partition = partition
+            self.ticket = ticket
+        }
     }
 
     /// One push to one device.
@@ -33,17 +71,22 @@ public struct PartitionDispatcher: Sendable {
         public var token: DeviceToken
         public var environment: APNsEnvironment
         public var push: LiveActivityPush
-        /// The encoded payload, checked against APNs' size limit.
+        /// The encoded payload, checked against APNs' size limit; one
+        /// buffer shared by every send of the same version.
         public var payload: [UInt8]
+
+        public init(activityID: ActivityID, token: DeviceToken, environment: APNsEnvironment, push: LiveActivityPush, payload: [UInt8]) {
+            self.activityID = activityID
+            self.token = token
+            self.environment = environment
+            self.push = push
+            self.payload = payload
+        }
     }
 
     public enum Action: Sendable, Hashable {
         case send(Send)
         case produce(Produce)
-        /// Call ``flushTimer(for:now:)`` at this time.
-        case scheduleFlush(ActivityID, at: UnixTime)
-        /// Call ``retryTimer(for:now:)`` at this time.
-        case scheduleRetry(ActivityID, at: UnixTime)
         /// Store this offset (the next to read) for the topic's partition and commit it.
         case commit(InternalTopic, offset: Int64)
         /// Something worth counting or showing happened; no I/O needed.
@@ -75,8 +118,8 @@ public struct PartitionDispatcher: Sendable {
             self.timestamp = timestamp
         }
 
-        var keyText: String? { key.map { String(decoding: $0, as: UTF8.self) } }
-        var valueText: String? {
+        public var keyText: String? { key.map { String(decoding: $0, as: UTF8.self) } }
+        public var valueText: String? {
             guard let value else { return nil }
             return String(validating: value, as: UTF8.self)
         }
@@ -100,11 +143,21 @@ public struct PartitionDispatcher: Sendable {
         /// Versions never fanned out (their payload was too large): complete
         /// as soon as every version before them is.
         var skipped: Set<UInt64> = []
+        /// The payload of the newest version sent, encoded once for all its tokens.
+        var payload: (version: UInt64, bytes: [UInt8])?
+    }
+
+    /// What a wake-up is for.
+    enum Wake: Hashable, Sendable {
+        case flush(ActivityID)
+        case retry(ActivityID)
     }
 
     public let partition: Int32
-    public let configuration: WorkerConfiguration
+    public let configuration: Configuration
     private var coalescer: Coalescer
+    private var wakes = DeadlineQueue<Wake>()
+    private var nextSweep: UnixTime?
     private var deliveries: [ActivityID: ActivityDelivery] = [:]
     private var registrations: [ActivityID: [DeviceToken: TokenRegistration]] = [:]
     private var trackers = OffsetTracker()
@@ -115,7 +168,7 @@ public struct PartitionDispatcher: Sendable {
     /// Records that arrived before the restore finished, replayed after it.
     private var early: [(InternalTopic, Record)] = []
 
-    public init(partition: Int32, configuration: WorkerConfiguration) {
+    public init(partition: Int32, configuration: Configuration) {
         self.partition = partition
         self.configuration = configuration
         self.coalescer = Coalescer(configuration: configuration.coalescer)
@@ -178,6 +231,7 @@ public struct PartitionDispatcher: Sendable {
         }
         restoredStates = []
         restoring = false
+        nextSweep = now + configuration.sweepInterval
         var actions: [Action] = []
         let replay = early
         early = []
@@ -192,7 +246,7 @@ public struct PartitionDispatcher: Sendable {
     }
 
     /// The push a restored state stands for: what its tokens already hold.
-    static func restoredPush(_ state: ActivityState, configuration: WorkerConfiguration) -> LiveActivityPush {
+    static func restoredPush(_ state: ActivityState, configuration: Configuration) -> LiveActivityPush {
         LiveActivityPush(
             activityID: state.activityID, version: state.version, event: state.isEnded ? .end : .update,
             contentState: state.contentState, timestamp: state.timestamp ?? state.createdAt,
@@ -219,7 +273,8 @@ public struct PartitionDispatcher: Sendable {
         case .reject(let reason, let message):
             return deadLetterRecord(.commands, record, reason: reason, message: message, activityID: parsed.activityID, now: now)
         case .scheduleFlush(let at):
-            return [.scheduleFlush(parsed.activityID, at: at)]
+            wakes.schedule(.flush(parsed.activityID), at: at)
+            return []
         case .flush(let flush):
             return publish(flush, now: now)
         }
@@ -298,15 +353,47 @@ public struct PartitionDispatcher: Sendable {
 
     // MARK: Timers and outcomes
 
-    public mutating func flushTimer(for activity: ActivityID, now: UnixTime) -> [Action] {
+    /// When the owner must call ``timerFired(now:)`` next: the earliest
+    /// flush deadline, retry or sweep; nil while restoring with nothing due.
+    public var nextDeadline: UnixTime? {
+        mutating get {
+            switch (wakes.next, nextSweep) {
+            case (let wake?, let sweep?): min(wake, sweep)
+            case (let wake?, nil): wake
+            case (nil, let sweep?): sweep
+            case (nil, nil): nil
+            }
+        }
+    }
+
+    /// Runs everything due at `now`: held updates whose window closed,
+    /// retries whose backoff ended, and the expiry sweep when it is time.
+    public mutating func timerFired(now: UnixTime) -> [Action] {
+        var actions: [Action] = []
+        for wake in wakes.popDue(now: now) {
+            switch wake {
+            case .flush(let activity): actions += flushTimer(for: activity, now: now)
+            case .retry(let activity): actions += retryTimer(for: activity, now: now)
+            }
+        }
+        if let sweepAt = nextSweep, sweepAt <= now {
+            nextSweep = now + configuration.sweepInterval
+            actions += sweep(now: now)
+        }
+        return actions
+    }
+
+    mutating func flushTimer(for activity: ActivityID, now: UnixTime) -> [Action] {
         switch coalescer.timerFired(for: activity, now: now) {
         case .none: return []
-        case .reschedule(let at): return [.scheduleFlush(activity, at: at)]
+        case .reschedule(let at):
+            wakes.schedule(.flush(activity), at: at)
+            return []
         case .flush(let flush): return publish(flush, now: now)
         }
     }
 
-    public mutating func retryTimer(for activity: ActivityID, now: UnixTime) -> [Action] {
+    mutating func retryTimer(for activity: ActivityID, now: UnixTime) -> [Action] {
         guard var delivery = deliveries.removeValue(forKey: activity) else { return [] }
         let fanOutActions = delivery.fanOut.timerFired(now: now)
         deliveries[activity] = delivery
@@ -362,7 +449,7 @@ public struct PartitionDispatcher: Sendable {
         for (activity, tokens) in registrations {
             let hasState = coalescer.state(of: activity) != nil
             for (token, registration) in tokens {
-                let orphaned = !hasState && (registration.registeredAt ?? now) + configuration.activity.maxAge <= now
+                let orphaned = !hasState && (registration.registeredAt ?? now) + configuration.coalescer.maxAge <= now
                 guard registration.isExpired(at: now) || orphaned else { continue }
                 registrations[activity]?.removeValue(forKey: token)
                 if var delivery = deliveries.removeValue(forKey: activity) {
@@ -457,12 +544,11 @@ public struct PartitionDispatcher: Sendable {
         for action in fanOutActions {
             switch action {
             case .send(let token, let push):
-                let environment = registrations[activity]?[token]?.environment ?? configuration.apns.environment
-                // Encoding succeeded at publish; a failure here cannot happen for the same push.
-                guard let payload = try? APNsPayload.encode(push) else { continue }
+                let environment = registrations[activity]?[token]?.environment ?? configuration.defaultEnvironment
+                guard let payload = payload(for: push) else { continue }
                 actions.append(.send(Send(activityID: activity, token: token, environment: environment, push: push, payload: payload)))
             case .wake(let at):
-                actions.append(.scheduleRetry(activity, at: at))
+                wakes.schedule(.retry(activity), at: at)
             case .removeToken(let token, let reason):
                 actions.append(.observe(.tokenRemoved(activity, token, reason: reason)))
                 let registration = registrations[activity]?.removeValue(forKey: token)
@@ -485,6 +571,17 @@ public struct PartitionDispatcher: Sendable {
         }
         if deliveries[activity]?.pendingAcks == 0 { actions += finishCompletion(activity) }
         return actions
+    }
+
+    /// The encoded payload of `push`, built once per version and shared by
+    /// every token's send. Encoding succeeded when the version was published,
+    /// so it cannot fail here for the same push.
+    private mutating func payload(for push: LiveActivityPush) -> [UInt8]? {
+        let activity = push.activityID
+        if let cached = deliveries[activity]?.payload, cached.version == push.version { return cached.bytes }
+        guard let bytes = try? APNsPayload.encode(push) else { return nil }
+        deliveries[activity]?.payload = (push.version, bytes)
+        return bytes
     }
 
     /// Writes the snapshot of the newest completed flush; its ack completes

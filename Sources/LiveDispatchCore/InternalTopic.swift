@@ -1,0 +1,19 @@
+/// The internal topics, without their prefix.
+public enum InternalTopic: String, Sendable, CaseIterable {
+    case commands
+    case tokens
+    case state
+    case tokenStore = "token-store"
+    case deadLetters = "dead-letters"
+
+    /// Whether the topic is a compacted changelog.
+    public var isCompacted: Bool {
+        switch self {
+        case .state, .tokenStore: true
+        case .commands, .tokens, .deadLetters: false
+        }
+    }
+
+    /// The topics that must have the same partition count.
+    public static let coPartitioned: [InternalTopic] = [.commands, .tokens, .state, .tokenStore]
+}

@@ -1,0 +1,233 @@
+import APNs
+import Kafka
+import LiveDispatchCore
+import NIOCore
+import Synchronization
+
+/// The owner of one partition's ``PartitionDispatcher``: it feeds the
+/// machine its inputs under the partition's own lock (never a lock shared
+/// with other partitions), keeps one wake-up armed at the machine's
+/// ``PartitionDispatcher/nextDeadline``, and performs the actions after the
+/// lock is released.
+///
+/// No task is started per update, send or acknowledgement: sends of one
+/// input go to the APNs pool as one batch; outcomes and Kafka
+/// acknowledgements arrive on other threads into an inbox, and one job on
+/// the partition's event loop applies everything the inbox gathered under a
+/// single lock take.
+final class PartitionRunner: Sendable {
+    /// Something that happened elsewhere, applied in the next drain.
+    enum Arrival: Sendable {
+        case sent(PartitionDispatcher.Send, FanOut.Outcome)
+        case acknowledged(UInt64)
+    }
+
+    private struct Box: Sendable {
+        var machine: PartitionDispatcher
+        var closed = false
+        var restoring = true
+        /// The deadline the armed timer fires at, and the timer.
+        var armed: (at: UnixTime, timer: Scheduled<Void>)?
+    }
+
+    private struct Inbox: Sendable {
+        var arrivals: [Arrival] = []
+        var drainScheduled = false
+    }
+
+    let number: Int32
+    let eventLoop: any EventLoop
+    private let box: Mutex<Box>
+    private let inbox = Mutex(Inbox())
+    private let services: DispatchServices
+
+    init(number: Int32, configuration: PartitionDispatcher.Configuration, eventLoop: any EventLoop, services: DispatchServices) {
+        self.number = number
+        self.eventLoop = eventLoop
+        self.services = services
+        self.box = Mutex(Box(machine: PartitionDispatcher(partition: number, configuration: configuration)))
+    }
+
+    var isRestoring: Bool { box.withLock { $0.restoring } }
+    var isClosed: Bool { box.withLock { $0.closed } }
+    var isIdle: Bool { box.withLock { $0.machine.isIdle } }
+    var outstanding: Int { box.withLock { $0.machine.outstanding } }
+
+    /// Stops the partition: its timer is cancelled and later inputs are dropped.
+    func close() {
+        let timer: Scheduled<Void>? = box.withLock { box in
+            box.closed = true
+            defer { box.armed = nil }
+            return box.armed?.timer
+        }
+        timer?.cancel()
+    }
+
+    /// Feeds a changelog record of the restore; no actions come of it.
+    func restoring(_ body: (inout PartitionDispatcher) -> Void) {
+        box.withLock { box in
+            guard !box.closed else { return }
+            body(&box.machine)
+        }
+    }
+
+    /// Ends the restore; returns false when the partition was closed meanwhile.
+    func finishRestore() -> Bool {
+        var finished = false
+        applyLocked { box, now in
+            finished = true
+            box.restoring = false
+            return box.machine.finishRestore(now: now)
+        }
+        return finished
+    }
+
+    /// Feeds one input to the machine, performs its actions, and re-arms the timer.
+    func apply(_ input: (inout PartitionDispatcher, UnixTime) -> [PartitionDispatcher.Action]) {
+        applyLocked { box, now in input(&box.machine, now) }
+    }
+
+    private func applyLocked(_ input: (inout Box, UnixTime) -> [PartitionDispatcher.Action]) {
+        let now = services.clock()
+        var enqueued: [UInt64: Result<KafkaPendingDelivery, KafkaError>] = [:]
+        let outcome: (actions: [PartitionDispatcher.Action], delta: Int, cancel: Scheduled<Void>?)? = box.withLock { box in
+            guard !box.closed else { return nil }
+            let before = box.machine.outstanding
+            let actions = input(&box, now)
+            // Records are handed to the producer under the lock, so a
+            // partition's snapshots, token changes and dead letters reach
+            // Kafka in the order the machine decided them.
+            for case .produce(let produce) in actions {
+                enqueued[produce.ticket] = services.enqueue(produce, number)
+            }
+            let cancel = rearm(&box, now: now)
+            return (actions, box.machine.outstanding - before, cancel)
+        }
+        guard let outcome else { return }
+        outcome.cancel?.cancel()
+        services.outstandingChanged(by: outcome.delta)
+        perform(outcome.actions, enqueued: enqueued)
+    }
+
+    /// Arms the timer at the machine's next deadline when that moved;
+    /// returns the timer to cancel, if any.
+    private func rearm(_ box: inout Box, now: UnixTime) -> Scheduled<Void>? {
+        let next = box.machine.nextDeadline
+        if let armed = box.armed, let next, armed.at == next { return nil }
+        let previous = box.armed?.timer
+        box.armed = nil
+        if let next {
+            let delay = max(0, next - now)
+            let nanoseconds = Int64(exactly: (delay * 1e9).rounded(.up)) ?? Int64.max / 2
+            let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] () -> Void in self?.timerFired() }
+            box.armed = (next, timer)
+        }
+        return previous
+    }
+
+    private func timerFired() {
+        apply { machine, now in machine.timerFired(now: now) }
+    }
+
+    /// Takes an outcome or acknowledgement from another thread; the first
+    /// one of a batch schedules the drain.
+    func deliver(_ arrival: Arrival) {
+        let first = inbox.withLock { inbox in
+            inbox.arrivals.append(arrival)
+            guard !inbox.drainScheduled else { return false }
+            inbox.drainScheduled = true
+            return true
+        }
+        if first { eventLoop.execute { [self] in drain() } }
+    }
+
+    private func drain() {
+        let arrivals = inbox.withLock { inbox in
+            inbox.drainScheduled = false
+            defer { inbox.arrivals = [] }
+            return inbox.arrivals
+        }
+        guard !arrivals.isEmpty else { return }
+        apply { machine, now in
+            var actions: [PartitionDispatcher.Action] = []
+            for arrival in arrivals {
+                switch arrival {
+                case .sent(let send, let outcome):
+                    actions += machine.sendCompleted(send, outcome: outcome, now: now, jitter: services.jitter())
+                case .acknowledged(let ticket):
+                    actions += machine.acknowledged(ticket, now: now)
+                }
+            }
+            return actions
+        }
+    }
+
+    private func perform(_ actions: [PartitionDispatcher.Action], enqueued: [UInt64: Result<KafkaPendingDelivery, KafkaError>]) {
+        var sends: [PartitionDispatcher.Send] = []
+        for action in actions {
+            switch action {
+            case .send(let send):
+                sends.append(send)
+            case .produce(let produce):
+                watch(produce, pending: enqueued[produce.ticket] ?? services.enqueue(produce, number), attempt: 0)
+            case .commit(let topic, let offset):
+                services.commit(topic, number, offset)
+            case .observe(let observation):
+                services.observe(observation)
+            }
+        }
+        guard !sends.isEmpty else { return }
+        let started = ContinuousClock.now
+        let batch = sends
+        services.sender.submit(batch) { [weak self] index, outcome, raw in
+            self?.services.pushSent(raw, (ContinuousClock.now - started).seconds)
+            self?.deliver(.sent(batch[index], outcome))
+        }
+    }
+
+    /// Waits for Kafka's acknowledgement without a task; a refused record is
+    /// enqueued again after a backoff (on the event loop) until it is taken
+    /// or the partition is gone, so no snapshot, token change or dead letter
+    /// is skipped.
+    private func watch(_ produce: PartitionDispatcher.Produce, pending: Result<KafkaPendingDelivery, KafkaError>, attempt: Int) {
+        switch pending {
+        case .success(let delivery):
+            delivery.whenComplete { [weak self] result in
+                guard let self else { return }
+                switch result {
+                case .success: self.deliver(.acknowledged(produce.ticket))
+                case .failure(let error): self.retryWrite(produce, error: error, attempt: attempt + 1)
+                }
+            }
+        case .failure(let error):
+            retryWrite(produce, error: error, attempt: attempt + 1)
+        }
+    }
+
+    private func retryWrite(_ produce: PartitionDispatcher.Produce, error: KafkaError, attempt: Int) {
+        guard !isClosed else { return }
+        services.writeFailed(produce, error, attempt)
+        let delay = min(30, 0.2 * Double(1 << min(attempt, 8)))
+        eventLoop.scheduleTask(in: .milliseconds(Int64(exactly: (delay * 1000).rounded()) ?? 30_000)) { [weak self] in
+            guard let self, !self.isClosed else { return }
+            self.watch(produce, pending: self.services.enqueue(produce, self.number), attempt: attempt)
+        }
+    }
+}
+
+/// The I/O a ``PartitionRunner`` performs, supplied by the ``Dispatcher``.
+struct DispatchServices: Sendable {
+    var clock: @Sendable () -> UnixTime
+    var jitter: @Sendable () -> Double
+    var sender: PushSender
+    var enqueue: @Sendable (PartitionDispatcher.Produce, Int32) -> Result<KafkaPendingDelivery, KafkaError>
+    var commit: @Sendable (InternalTopic, Int32, Int64) -> Void
+    var observe: @Sendable (PartitionDispatcher.Observation) -> Void
+    var pushSent: @Sendable (APNsOutcome, Double) -> Void
+    var writeFailed: @Sendable (PartitionDispatcher.Produce, KafkaError, Int) -> Void
+    var outstandingChanged: @Sendable (Int) -> Void
+
+    func outstandingChanged(by delta: Int) {
+        if delta != 0 { outstandingChanged(delta) }
+    }
+}
