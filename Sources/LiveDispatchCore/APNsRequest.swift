@@ -77,14 +77,33 @@ extension APNsRequest {
     /// iOS accepts updates for eight hours of an activity's life.
     public static let defaultUpdateLifetime: Double = 8 * 3600
 
+    /// How long an ended activity stays on the Lock Screen without a
+    /// dismissal date: iOS keeps it up to four hours.
+    public static let defaultEndLifetime: Double = 4 * 3600
+
     /// The request that delivers `push` (already encoded as `payload`).
-    /// `apns-expiration` is the push's stale date when it has one (after it
-    /// the content is stale anyway), else its event time plus
-    /// ``defaultUpdateLifetime``; APNs keeps only the newest push per device,
-    /// so a late delivery still carries the latest state.
+    /// APNs keeps only the newest push per device, so a late delivery still
+    /// carries the latest state.
     public init(push: LiveActivityPush, payload: [UInt8], to destination: Destination, bundleID: String, apnsID: String) {
         self.init(
             destination: destination, bundleID: bundleID, priority: push.priority,
-            expiration: push.staleDate ?? push.timestamp + Self.defaultUpdateLifetime, apnsID: apnsID, payload: payload)
+            expiration: Self.expiration(of: push), apnsID: apnsID, payload: payload)
+    }
+
+    /// `apns-expiration` for `push`. An update or start expires at its stale
+    /// date when it has one (after it the content is stale anyway), else its
+    /// event time plus ``defaultUpdateLifetime``. An end is kept at least
+    /// until its dismissal date and at least ``defaultEndLifetime`` after
+    /// its event time, so a device offline for a while still ends the
+    /// activity instead of showing it live until iOS gives up on it.
+    public static func expiration(of push: LiveActivityPush) -> UnixTime {
+        switch push.event {
+        case .start, .update:
+            return push.staleDate ?? push.timestamp + defaultUpdateLifetime
+        case .end:
+            let retained = push.timestamp + defaultEndLifetime
+            guard let dismissal = push.dismissalDate else { return retained }
+            return max(dismissal, retained)
+        }
     }
 }

@@ -177,7 +177,9 @@ public struct Coalescer: Sendable {
             entry.state.contentState.applyMergePatch(patch)
         }
         if let staleDate = command.staleDate { entry.state.staleDate = staleDate }
-        if let dismissalDate = command.dismissalDate { entry.state.dismissalDate = dismissalDate }
+        // An end's dismissal date is its own: one set by an earlier update
+        // (where it means nothing) never dismisses the activity.
+        if command.event == .end { entry.state.dismissalDate = command.dismissalDate }
         if let relevanceScore = command.relevanceScore { entry.state.relevanceScore = relevanceScore }
         if let attributesType = command.attributesType { entry.state.attributesType = attributesType }
         if let attributes = command.attributes { entry.state.attributes = attributes }
@@ -266,6 +268,11 @@ public struct Coalescer: Sendable {
         state.timestamp = timestamp
         state.version += 1
         entry.state = state
+        // An end carries only what its own command set: the stale date and
+        // relevance of earlier updates do not apply to the final state.
+        let ending = event == .end
+        // Attributes travel with every version (the encoder writes them only
+        // for a start), so a token that never got its start can be sent one.
         let push = LiveActivityPush(
             activityID: state.activityID,
             version: state.version,
@@ -273,12 +280,12 @@ public struct Coalescer: Sendable {
             contentState: state.contentState,
             timestamp: timestamp,
             priority: held.priority ?? configuration.defaultPriority,
-            staleDate: state.staleDate,
-            dismissalDate: event == .end ? state.dismissalDate : nil,
-            relevanceScore: state.relevanceScore,
+            staleDate: ending ? command?.staleDate : state.staleDate,
+            dismissalDate: ending ? state.dismissalDate : nil,
+            relevanceScore: ending ? command?.relevanceScore : state.relevanceScore,
             alert: held.alert,
-            attributesType: event == .start ? state.attributesType : nil,
-            attributes: event == .start ? state.attributes : nil,
+            attributesType: state.attributesType,
+            attributes: state.attributes,
             inputPushToken: event == .start ? command?.inputPushToken : nil,
             inputPushChannel: event == .start ? command?.inputPushChannel : nil)
         return Flush(push: push, snapshot: state, offsets: held.offsets)

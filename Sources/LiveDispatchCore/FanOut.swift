@@ -10,6 +10,14 @@
 /// not yet sent get the newer one; tokens sent the older one get the newer
 /// one after their send completes. Retries always send the newest version.
 ///
+/// Until a token has been delivered a `start`, whatever it is sent is a
+/// start (``LiveActivityPush/asStart``) with the newest content-state: a
+/// device that missed the start would ignore updates and show nothing. An
+/// end to such a token is not sent at all (there is nothing to end on it).
+///
+/// The retry budget counts the sends of one version to one token: a newer
+/// version replacing a failed one starts with a fresh budget.
+///
 /// ``Action/completed(through:)`` reports when every token has a version at
 /// least that new: then every command folded into it is fully dispatched
 /// and its offsets may be committed (semantic 7).
@@ -57,8 +65,12 @@ public struct FanOut: Sendable {
         var inFlight: LiveActivityPush?
         var queued = false
         var retryAt: UnixTime?
+        /// Sends of `attemptsVersion` to this token so far.
         var attempts = 0
+        var attemptsVersion: UInt64 = 0
         var firstFailureAt: UnixTime?
+        /// A start was sent to this token and none has been delivered yet.
+        var startOwed = false
     }
 
     public let activityID: ActivityID
@@ -114,6 +126,7 @@ public struct FanOut: Sendable {
         var actions: [Action] = []
         if done < latestVersion { enqueue(token) }
         pump(into: &actions)
+        reportCompletion(into: &actions)
         return actions
     }
 
@@ -157,6 +170,7 @@ public struct FanOut: Sendable {
         case .delivered:
             state.attempts = 0
             state.firstFailureAt = nil
+            if sent.event == .start { state.startOwed = false }
             setDone(&state, version)
         case .tokenInvalid(let reason):
             tokens.removeValue(forKey: token)
@@ -212,6 +226,7 @@ public struct FanOut: Sendable {
             }
         }
         pump(into: &actions)
+        reportCompletion(into: &actions)
         if let nextWake { actions.append(.wake(at: nextWake)) }
         return actions
     }
@@ -242,15 +257,31 @@ public struct FanOut: Sendable {
 
     /// Starts sends from the ready queue up to the in-flight limit.
     private mutating func pump(into actions: inout [Action]) {
-        guard let push = latest else { return }
+        guard let latest else { return }
         while inFlightCount < configuration.maxInFlight, readyHead < ready.count {
             let token = ready[readyHead]
             readyHead += 1
             guard var state = tokens[token], state.queued else { continue }
             state.queued = false
-            guard state.done < push.version, state.inFlight == nil, state.retryAt == nil else {
+            guard state.done < latest.version, state.inFlight == nil, state.retryAt == nil else {
                 tokens[token] = state
                 continue
+            }
+            var push = latest
+            if state.startOwed {
+                if push.event == .end {
+                    // Never started on this device: the end has nothing to end.
+                    setDone(&state, push.version)
+                    tokens[token] = state
+                    continue
+                }
+                push = push.asStart
+            }
+            if push.event == .start { state.startOwed = true }
+            if state.attemptsVersion != push.version {
+                state.attemptsVersion = push.version
+                state.attempts = 0
+                state.firstFailureAt = nil
             }
             state.inFlight = push
             state.attempts += 1

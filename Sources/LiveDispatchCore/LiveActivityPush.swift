@@ -42,3 +42,16 @@ public struct LiveActivityPush: Sendable, Hashable {
         self.inputPushChannel = inputPushChannel
     }
 }
+
+extension LiveActivityPush {
+    /// This version as a `start`: what a token is sent until it has been
+    /// delivered the activity's start (an update or end to a device that
+    /// never got the start shows nothing). Same version, content-state,
+    /// attributes type and attributes; no dismissal date.
+    public var asStart: LiveActivityPush {
+        var start = self
+        start.event = .start
+        start.dismissalDate = nil
+        return start
+    }
+}

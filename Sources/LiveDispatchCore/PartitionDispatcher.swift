@@ -143,8 +143,10 @@ public struct PartitionDispatcher: Sendable {
         /// Versions never fanned out (their payload was too large): complete
         /// as soon as every version before them is.
         var skipped: Set<UInt64> = []
-        /// The payload of the newest version sent, encoded once for all its tokens.
-        var payload: (version: UInt64, bytes: [UInt8])?
+        /// The payloads of the newest version sent, encoded once for all its
+        /// tokens: the version as flushed and, for tokens still owed their
+        /// start, the same version as a start.
+        var payloads: [ActivityEvent: (version: UInt64, bytes: [UInt8])] = [:]
     }
 
     /// What a wake-up is for.
@@ -541,12 +543,21 @@ public struct PartitionDispatcher: Sendable {
 
     private mutating func perform(_ fanOutActions: [FanOut.Action], for activity: ActivityID, now: UnixTime) -> [Action] {
         var actions: [Action] = []
-        for action in fanOutActions {
+        var pending = fanOutActions[...]
+        while let action = pending.popFirst() {
             switch action {
             case .send(let token, let push):
                 let environment = registrations[activity]?[token]?.environment ?? configuration.defaultEnvironment
-                guard let payload = payload(for: push) else { continue }
-                actions.append(.send(Send(activityID: activity, token: token, environment: environment, push: push, payload: payload)))
+                switch payload(for: push) {
+                case .success(let payload):
+                    actions.append(.send(Send(activityID: activity, token: token, environment: environment, push: push, payload: payload)))
+                case .failure(let error):
+                    // A start made for a token that missed its start carries
+                    // the attributes and can outgrow the limit its update met.
+                    let refused = deliveries[activity]?.fanOut.completed(
+                        token: token, version: push.version, outcome: .permanent(reason: error.description), now: now, jitter: 0) ?? []
+                    pending.append(contentsOf: refused)
+                }
             case .wake(let at):
                 wakes.schedule(.retry(activity), at: at)
             case .removeToken(let token, let reason):
@@ -573,15 +584,14 @@ public struct PartitionDispatcher: Sendable {
         return actions
     }
 
-    /// The encoded payload of `push`, built once per version and shared by
-    /// every token's send. Encoding succeeded when the version was published,
-    /// so it cannot fail here for the same push.
-    private mutating func payload(for push: LiveActivityPush) -> [UInt8]? {
+    /// The encoded payload of `push`, built once per version and event and
+    /// shared by every token's send.
+    private mutating func payload(for push: LiveActivityPush) -> Result<[UInt8], PayloadTooLargeError> {
         let activity = push.activityID
-        if let cached = deliveries[activity]?.payload, cached.version == push.version { return cached.bytes }
-        guard let bytes = try? APNsPayload.encode(push) else { return nil }
-        deliveries[activity]?.payload = (push.version, bytes)
-        return bytes
+        if let cached = deliveries[activity]?.payloads[push.event], cached.version == push.version { return .success(cached.bytes) }
+        let encoded = Result { () throws(PayloadTooLargeError) in try APNsPayload.encode(push) }
+        if case .success(let bytes) = encoded { deliveries[activity]?.payloads[push.event] = (push.version, bytes) }
+        return encoded
     }
 
     /// Writes the snapshot of the newest completed flush; its ack completes

@@ -198,7 +198,9 @@ struct CoalescerTests {
         #expect(flush.push.inputPushToken == true)
         _ = coalescer.receive(update("match-42", ["teamOneScore": 1]), offset: 1, recordTime: time(t0 + 1), now: time(t0 + 1))
         let next = try #require(coalescer.timerFired(for: match, now: time(t0 + 2)).flushed)
-        #expect(next.push.attributesType == nil, "attributes go with start only")
+        #expect(next.push.attributesType == "SportsActivityAttributes", "every version keeps what a late start needs")
+        #expect(APNsPayload.aps(for: next.push)["attributes-type"] == nil, "an update does not write it")
+        #expect(next.push.inputPushToken == nil, "input-push-token goes with the start only")
     }
 
     @Test("flushAll drains every held activity")

@@ -79,7 +79,10 @@ struct FanOutTests {
         let wait2 = fanOut.completed(token: a, version: 2, outcome: .retryable(reason: "InternalServerError", after: 5), now: time(11), jitter: 0.1)
         #expect(wait2 == [.wake(at: time(16))], "retry-after wins over a shorter backoff")
         _ = fanOut.timerFired(now: time(16))
-        let gaveUp = fanOut.completed(token: a, version: 2, outcome: .retryable(reason: "ServiceUnavailable", after: nil), now: time(17), jitter: 0)
+        let again = fanOut.completed(token: a, version: 2, outcome: .retryable(reason: "ServiceUnavailable", after: nil), now: time(17), jitter: 0)
+        #expect(again == [.wake(at: time(17))], "version 2 has been sent twice: its budget is its own")
+        _ = fanOut.timerFired(now: time(17))
+        let gaveUp = fanOut.completed(token: a, version: 2, outcome: .retryable(reason: "ServiceUnavailable", after: nil), now: time(18), jitter: 0)
         #expect(gaveUp == [.deadLetter(a, push(2, score: 2), reason: .retriesExhausted, detail: "ServiceUnavailable", attempts: 3), .completed(through: 2)])
     }
 
