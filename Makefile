@@ -1,7 +1,7 @@
 # LiveDispatch: the two commands are `make run` and `make test`.
 SWIFT ?= swift
 
-.PHONY: bootstrap build test run release clean
+.PHONY: bootstrap build test check-deploy run release clean
 
 bootstrap:
 	./scripts/bootstrap
@@ -9,8 +9,13 @@ bootstrap:
 build: bootstrap
 	$(SWIFT) build
 
+# deploy/ is checked offline first (scripts/check-deploy), then the Swift tests run.
 test: bootstrap
+	./scripts/check-deploy
 	$(SWIFT) test --no-parallel
+
+check-deploy: bootstrap
+	./scripts/check-deploy
 
 # The demo: an embedded Kafka cluster and an APNs simulator in-process,
 # replaying Config/examples and printing each activity's Lock Screen.

@@ -86,7 +86,7 @@ public struct Coalescer: Sendable {
     /// An activity removed by ``expire(now:)``: tombstone its state and
     /// tokens; the offsets it still held are done.
     public struct Expiry: Sendable, Hashable {
-        public enum Reason: String, Sendable, Hashable {
+        public enum Reason: String, Sendable, Hashable, CaseIterable {
             /// Ended, and its dismissal date has passed.
             case dismissed
             /// Older than `activity.max_age`.

@@ -99,6 +99,7 @@ public final class Worker: Sendable {
         producerConfiguration.maxQueuedRecords = 1_000_000
         let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger, flushTimeout: .seconds(configuration.shutdown.timeout))
 
+        metrics.registerQuietSeries()
         let console = options.console
         let printer = console.map { ConsolePrinter(write: $0) }
         let dispatcher = try Dispatcher(

@@ -6,7 +6,8 @@ import ServiceLifecycle
 
 /// The admin HTTP endpoint for SREs: `GET /healthz` (the process runs),
 /// `GET /readyz` (every assigned partition is restored; 503 while not),
-/// `GET /metrics` (Prometheus text) and `GET /status` (partitions owned,
+/// `GET /metrics` (Prometheus text) and `GET /status` (the dispatcher's
+/// phase — joining, restoring, ready, standby or draining — partitions owned,
 /// records in progress, paused or not).
 public final class AdminEndpoint: Service, Sendable {
     /// Produces the Prometheus exposition text.
@@ -42,7 +43,7 @@ public final class AdminEndpoint: Service, Sendable {
                 return AdminResponse(status: .ok, contentType: "text/plain; version=0.0.4", body: exposition?() ?? [])
             case "/status":
                 let status = dispatcher.status
-                let body = "{\"partitions\":\(status.partitions),\"in_progress\":\(status.outstanding),\"paused\":\(status.paused),\"ready\":\(dispatcher.isReady)}\n"
+                let body = "{\"phase\":\"\(dispatcher.phase.rawValue)\",\"partitions\":\(status.partitions),\"in_progress\":\(status.outstanding),\"paused\":\(status.paused),\"ready\":\(dispatcher.isReady)}\n"
                 return AdminResponse(status: .ok, contentType: "application/json", body: Array(body.utf8))
             default:
                 return AdminResponse(status: .notFound, contentType: "text/plain", body: Array("not found: try /healthz, /readyz, /metrics, /status\n".utf8))

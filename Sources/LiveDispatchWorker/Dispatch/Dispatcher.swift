@@ -28,7 +28,7 @@ public final class Dispatcher: Service, Sendable {
 
     /// Where the stage stands, for `/readyz` and `/status`.
     public enum Phase: String, Sendable, Hashable {
-        /// Not yet part of the group: no assignment received.
+        /// Not part of the group yet, or in a rebalance: no assignment since the last revocation.
         case joining
         /// Some owned partitions are still reading their changelogs.
         case restoring
@@ -137,14 +137,19 @@ public final class Dispatcher: Service, Sendable {
             for number in numbers.sorted() { assign(number) }
         case .revoked(let partitions, let lost):
             let numbers = Set(partitions.map(\.partition))
-            let removed = table.withLock { table in numbers.compactMap { table.runners.removeValue(forKey: $0) } }
+            // The range assignor revokes everything when a rebalance starts: until
+            // the next assignment the worker does not know its share (joining).
+            let removed = table.withLock { table in
+                table.joined = false
+                return numbers.compactMap { table.runners.removeValue(forKey: $0) }
+            }
             for runner in removed {
                 let outstanding = runner.outstanding
                 runner.close()
                 outstandingChanged(by: -outstanding)
             }
             logger.info("Partitions revoked", metadata: ["kafka.partitions": "\(numbers.sorted())", "kafka.lost": "\(lost)"])
-            metrics.assignedPartitions(table.withLock { $0.runners.count })
+            reportPartitions()
         case .record(let record):
             let isCommand = record.topic == configuration.topic(.commands)
             metrics.recordConsumed(isCommand ? "commands" : "tokens")
@@ -169,8 +174,14 @@ public final class Dispatcher: Service, Sendable {
         previous?.close()
         do { try consumer.pause(coPartitions(number)) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
         logger.info("Partition assigned; restoring its state and tokens", metadata: ["kafka.partition": "\(number)"])
-        metrics.assignedPartitions(table.withLock { $0.runners.count })
+        reportPartitions()
         stage.schedule { [self] in await restore(runner) }
+    }
+
+    /// Publishes how many partitions this worker owns and how many of them are still restoring.
+    private func reportPartitions() {
+        let runners = table.withLock { Array($0.runners.values) }
+        metrics.partitions(owned: runners.count, restoring: runners.filter(\.isRestoring).count)
     }
 
     private var services: DispatchServices {
@@ -213,6 +224,7 @@ public final class Dispatcher: Service, Sendable {
                     tokens += 1
                 }
                 guard runner.finishRestore() else { return }
+                reportPartitions()
                 if !gate.withLock({ $0.isPaused }) { try? consumer.resume(coPartitions(number)) }
                 logger.info("Partition restored", metadata: [
                     "kafka.partition": "\(number)", "restore.states": "\(states)", "restore.tokens": "\(tokens)",

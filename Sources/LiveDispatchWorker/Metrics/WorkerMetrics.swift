@@ -16,6 +16,20 @@ public struct WorkerMetrics: Sendable {
         Counter(label: label, dimensions: dimensions, factory: factory)
     }
 
+    /// Creates, at zero, the series that alerts and dashboards read before
+    /// their first event: Prometheus cannot tell a series that does not exist
+    /// yet from a quiet one, so `rate(...) == 0` would never hold without them.
+    func registerQuietSeries() {
+        counter("livedispatch_pushes_total", [("outcome", "delivered")]).increment(by: 0)
+        counter("livedispatch_router_events_total", [("outcome", "command")]).increment(by: 0)
+        counter("livedispatch_tokens_removed_total").increment(by: 0)
+        for reason in Coalescer.Expiry.Reason.allCases {
+            counter("livedispatch_activities_expired_total", [("reason", reason.rawValue)]).increment(by: 0)
+        }
+        paused(false)
+        partitions(owned: 0, restoring: 0)
+    }
+
     func recordConsumed(_ topic: String) {
         counter("livedispatch_records_consumed_total", [("topic", topic)]).increment()
     }
@@ -53,8 +67,9 @@ public struct WorkerMetrics: Sendable {
         Gauge(label: "livedispatch_consumer_paused", dimensions: [], factory: factory).record(isPaused ? 1 : 0)
     }
 
-    func assignedPartitions(_ count: Int) {
-        Gauge(label: "livedispatch_assigned_partitions", dimensions: [], factory: factory).record(count)
+    func partitions(owned: Int, restoring: Int) {
+        Gauge(label: "livedispatch_assigned_partitions", dimensions: [], factory: factory).record(owned)
+        Gauge(label: "livedispatch_partitions_restoring", dimensions: [], factory: factory).record(restoring)
     }
 
     func backlog(_ count: Int) {

@@ -148,11 +148,7 @@ final class WorkerStack: Sendable {
 
     /// Every push the simulator accepted so far, in arrival order.
     func pushes() -> [RecordedLine] {
-        guard let text = try? String(contentsOf: recordFile, encoding: .utf8) else { return [] }
-        return text.split(separator: "\n").compactMap { line in
-            guard let value = try? JSONValue.parse(String(line)) else { return nil }
-            return RecordedLine(value: value)
-        }
+        recordedPushes(recordFile)
     }
 
     /// The pushes each token received, in arrival order.

@@ -1,0 +1,113 @@
+import Foundation
+import Kafka
+import LiveDispatchCore
+import Testing
+
+/// The worker against a real Kafka-compatible broker, Tansu, rather than
+/// librdkafka's own mock cluster: the demo's replay, a restart that restores
+/// from the compacted topics, and two workers sharing the partitions.
+@Suite("Against a real broker (Tansu)", .serialized)
+struct RealBrokerEndToEndTests {
+    static let owlTokens = [
+        "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90",
+        "0badc0ffee0badc0ffee0badc0ffee0badc0ffee0badc0ffee0badc0ffee0bad",
+        "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a",
+        "feedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedface",
+    ]
+    static let deliveryToken = "d311e7e5d311e7e5d311e7e5d311e7e5d311e7e5d311e7e5d311e7e5d311e7e5"
+
+    @Test("the demo's replay: every device ends with the final state, the late goal is dead-lettered, the dashboard's metrics are served")
+    func replay() async throws {
+        let stack = try await RealBrokerStack()
+        let record = stack.record("replay")
+        let adminPort = try freePort()
+        let examples = TestPaths.repositoryRoot.appendingPathComponent("Config/examples").path
+        let worker = try stack.worker(
+            configuration: try stack.writeConfiguration(group: "replay", adminPort: adminPort), record: record, arguments: ["--replay", examples])
+        try await waitFor("the late goal's dead letter", timeout: .seconds(50)) {
+            if !worker.isRunning { throw WaitTimeout(what: "a running worker; it exited: \(worker.standardErrorLines.suffix(5))") }
+            return worker.standardOutputLines.contains { $0.contains("dead letter activity-ended") } ? true : nil
+        }
+        let byToken = try await waitFor("the end push to every device") {
+            let byToken = RealBrokerStack.pushesByToken(record)
+            return (Self.owlTokens + [Self.deliveryToken]).allSatisfy { byToken[$0]?.last?.event == "end" } ? byToken : nil
+        }
+        for device in Self.owlTokens {
+            let end = try #require(byToken[device]?.last)
+            #expect(end.contentState["teamOneScore"] == 2 && end.contentState["teamTwoScore"] == 1, "\(device.prefix(8)): \(end.contentState)")
+            #expect(end.contentState["period"] == "full_time")
+        }
+        #expect(byToken[Self.deliveryToken]?.last?.contentState["status"] == "delivered")
+        // The device that joined at half time never got the kick-off's start push.
+        #expect(byToken[Self.owlTokens[3]]?.contains { $0.event == "start" } == false)
+
+        let metrics = try #require(try adminGet(port: adminPort, "/metrics")).body
+        let served = Set(metrics.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
+            line.split(whereSeparator: { $0 == "{" || $0 == " " }).first.map { String($0).replacing(/_(bucket|sum|count)$/, with: "") }
+        })
+        let used = try runProcess(["metric-names"], executable: TestPaths.repositoryRoot.appendingPathComponent("scripts/check-deploy"))
+        #expect(used.status == 0, "\(used.standardError)")
+        let names = used.standardOutput.split(separator: "\n").map(String.init)
+        #expect(names.count > 10)
+        let missing = names.filter { !served.contains($0) }
+        #expect(missing.isEmpty, "used by deploy/ but not served by a worker after the replay: \(missing)")
+        #expect(try await worker.stop() == 0)
+    }
+
+    @Test("a restarted worker restores tokens and state from the compacted topics and continues merging")
+    func restartRestores() async throws {
+        let stack = try await RealBrokerStack()
+        let configuration = try stack.writeConfiguration(group: "restart")
+        let first = try await stack.startWorker(configuration: configuration, record: stack.record("first"), restoring: stack.partitions)
+        let device = token(1, salt: 80)
+        try stack.register(device, for: "match-tansu-restart")
+        try stack.produce("sports.scores", [("tansu-restart", goal("tansu-restart", home: 2, away: 1, minute: 40, scorer: "Lin"))])
+        try await waitFor("the first push") { RealBrokerStack.pushesByToken(stack.record("first"))[device]?.isEmpty == false ? true : nil }
+        #expect(try await first.stop() == 0)
+
+        let second = try await stack.startWorker(configuration: configuration, record: stack.record("second"), restoring: stack.partitions)
+        let restored = second.standardErrorLines.filter { $0.contains("Partition restored") }
+        let states = restored.compactMap { $0.firstMatch(of: /restore\.states=([0-9]+)/).flatMap { Int($0.1) } }.reduce(0, +)
+        let tokens = restored.compactMap { $0.firstMatch(of: /restore\.tokens=([0-9]+)/).flatMap { Int($0.1) } }.reduce(0, +)
+        #expect(states >= 1 && tokens >= 1, "the state and the token were not restored: \(restored)")
+        try stack.produce("sports.scores", [("tansu-restart", #"{"type": "period", "match_id": "tansu-restart", "period": "half_time", "minute": 45}"#)])
+        let push = try await waitFor("the push after the restart") { RealBrokerStack.pushesByToken(stack.record("second"))[device]?.last }
+        #expect(push.contentState == ["teamOneScore": 2, "teamTwoScore": 1, "minute": 45, "lastScorer": "Lin", "period": "half_time"])
+        #expect(try await second.stop() == 0)
+    }
+
+    @Test("two workers share the partitions: each activity is pushed by the worker that owns its partition")
+    func twoWorkersSharePartitions() async throws {
+        let stack = try await RealBrokerStack()
+        let ports = [try freePort(), try freePort()]
+        let records = [stack.record("one"), stack.record("two")]
+        let first = try await stack.startWorker(
+            configuration: try stack.writeConfiguration(group: "pair", adminPort: ports[0]), record: records[0], restoring: stack.partitions)
+        let second = try await stack.startWorker(
+            configuration: try stack.writeConfiguration(group: "pair", adminPort: ports[1]), record: records[1], restoring: 1)
+        let owned = try await waitFor("both workers ready with disjoint shares of every partition", timeout: .seconds(60)) { () -> [[Int]]? in
+            let shares = try ports.map { port in
+                try WorkerReadiness.of(port: port).flatMap { $0.phase == "ready" ? $0.partitions : nil }
+            }
+            guard let one = shares[0], let two = shares[1], !one.isEmpty, !two.isEmpty,
+                  Set(one).isDisjoint(with: two), Set(one + two) == Set(0..<stack.partitions) else { return nil }
+            return [one, two]
+        }
+        let matches = (0..<8).map { "tansu-pair-\($0)" }
+        for (index, match) in matches.enumerated() { try stack.register(token(index, salt: 81), for: "match-\(match)") }
+        try stack.produce("sports.scores", matches.map { ($0, goal($0, home: 1, away: 0)) })
+        let pushes = try await waitFor("a push to every match's device", timeout: .seconds(40)) { () -> [[String: [RecordedLine]]]? in
+            let pushes = records.map(RealBrokerStack.pushesByToken)
+            let all = matches.indices.allSatisfy { index in pushes.contains { $0[token(index, salt: 81)]?.isEmpty == false } }
+            return all ? pushes : nil
+        }
+        for (index, match) in matches.enumerated() {
+            let partition = Int(Murmur2Partitioner.partition(forKey: "match-\(match)", partitionCount: stack.partitions))
+            let owner = owned[0].contains(partition) ? 0 : 1
+            #expect(pushes[owner][token(index, salt: 81)]?.last?.contentState["teamOneScore"] == 1)
+            #expect(pushes[1 - owner][token(index, salt: 81)] == nil, "\(match) was pushed by the worker that does not own partition \(partition)")
+        }
+        #expect(try await second.stop() == 0)
+        #expect(try await first.stop() == 0)
+    }
+}

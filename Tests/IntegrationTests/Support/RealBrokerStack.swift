@@ -1,0 +1,150 @@
+import Foundation
+import LiveDispatchCore
+
+/// A Tansu broker (`scripts/real-broker run`: a Kafka-compatible broker
+/// written independently of librdkafka) and `livedispatch run` workers
+/// against it, each with its in-process APNs simulator recording what it
+/// accepted. Every client runs with the newer librdkafka that
+/// `scripts/bootstrap` installs (`scripts/real-broker library-path`):
+/// Debian 12's 2.0.2 cannot read Tansu's ApiVersions answer.
+final class RealBrokerStack: Sendable {
+    static let script = TestPaths.repositoryRoot.appendingPathComponent("scripts/real-broker")
+
+    let directory: URL
+    let broker: BackgroundProcess
+    let bootstrap: String
+    let partitions: Int
+    /// The directory holding `librdkafka.so.1` >= 2.1.1, for `LD_LIBRARY_PATH`.
+    let libraryPath: String
+
+    /// Starts a broker and creates the domain topics the shipped rules read;
+    /// the workers create the internal topics (`kafka.create_topics: true`).
+    init(partitions: Int = 4) async throws {
+        directory = try TestPaths.temporaryDirectory("livedispatch-tansu")
+        self.partitions = partitions
+        let path = try runProcess(["library-path"], executable: Self.script)
+        guard path.status == 0 else { throw WaitTimeout(what: "the newer librdkafka (run scripts/bootstrap): \(path.standardError)") }
+        libraryPath = path.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        broker = try BackgroundProcess(["run"], executable: Self.script)
+        let line = try await broker.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("bootstrap: ") }
+        bootstrap = String(line.dropFirst("bootstrap: ".count))
+        _ = try await broker.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("ready in") }
+        for topic in ["sports.scores", "delivery.orders"] {
+            let created = try runProcess(["topic", bootstrap, topic, String(partitions)], executable: Self.script)
+            guard created.status == 0 else { throw WaitTimeout(what: "topic \(topic) on Tansu: \(created.standardError)") }
+        }
+    }
+
+    /// The environment every `livedispatch` and `kcat` process of this stack runs with.
+    var environment: [String: String] {
+        ["LD_LIBRARY_PATH": libraryPath, "LIVEDISPATCH_LOG_LEVEL": ProcessInfo.processInfo.environment["E2E_WORKER_LOG_LEVEL"] ?? "info"]
+    }
+
+    /// Writes a worker configuration for this broker with the in-process APNs simulator.
+    func writeConfiguration(group: String = "tansu", adminPort: Int? = nil) throws -> String {
+        let path = directory.appendingPathComponent("worker-\(UUID().uuidString.prefix(6)).yaml").path
+        let yaml = """
+            kafka:
+              bootstrap: \(bootstrap)
+              group_id: \(group)
+              create_topics: true
+              partitions: \(partitions)
+              properties:
+                session.timeout.ms: "6000"
+                heartbeat.interval.ms: "300"
+            rules:
+              path: \(TestPaths.repositoryRoot.appendingPathComponent("Config/rules").path)
+              reload_interval: 0
+            apns:
+              endpoint: simulator
+            coalesce:
+              window: 100ms
+              max_delay: 500ms
+            admin:
+              listen: "\(adminPort.map { "127.0.0.1:\($0)" } ?? "")"
+            shutdown:
+              timeout: 10s
+            """
+        try Data(yaml.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// A worker started with `arguments` after `run --config`; its simulator
+    /// records to `record`.
+    func worker(configuration: String, record: URL, arguments: [String] = []) throws -> BackgroundProcess {
+        try BackgroundProcess(
+            ["run", "--config", configuration, "--simulator-record", record.path] + arguments, environment: environment)
+    }
+
+    /// Starts a worker and waits until it has restored `partitions` partitions.
+    func startWorker(configuration: String, record: URL, restoring partitions: Int) async throws -> BackgroundProcess {
+        let worker = try worker(configuration: configuration, record: record)
+        try await waitFor("the worker to restore \(partitions) partitions", timeout: .seconds(60)) {
+            if !worker.isRunning { throw WaitTimeout(what: "a running worker; it exited: \(worker.standardErrorLines.suffix(5))") }
+            return worker.standardErrorLines.filter { $0.contains("Partition restored") }.count >= partitions ? true : nil
+        }
+        return worker
+    }
+
+    /// Publishes `records` in order with kcat, placed by the Java client's
+    /// murmur2 partitioner as the workers place theirs.
+    func produce(_ topic: String, _ records: [(key: String, json: String)]) throws {
+        let input = records.map { "\($0.key)\t\($0.json)" }.joined(separator: "\n") + "\n"
+        let result = try runProcess(
+            ["-P", "-b", bootstrap, "-t", topic, "-K", "\t", "-X", "partitioner=murmur2_random"],
+            executable: URL(fileURLWithPath: "/usr/bin/kcat"), standardInput: input, environment: environment)
+        guard result.status == 0 else { throw WaitTimeout(what: "kcat to publish to \(topic): \(result.standardError)") }
+    }
+
+    func register(_ token: String, for activity: String) throws {
+        try produce("livedispatch.tokens", [(activity, #"{"activity_id": "\#(activity)", "token": "\#(token)"}"#)])
+    }
+
+    /// The pushes a worker's simulator recorded, by token, in arrival order.
+    static func pushesByToken(_ record: URL) -> [String: [RecordedLine]] {
+        Dictionary(grouping: recordedPushes(record), by: \.token)
+    }
+
+    func record(_ name: String) -> URL { directory.appendingPathComponent("\(name).jsonl") }
+}
+
+/// Every push a simulator recorded in `file` (`--record`, `--simulator-record`), in arrival order.
+func recordedPushes(_ file: URL) -> [RecordedLine] {
+    guard let text = try? String(contentsOf: file, encoding: .utf8) else { return [] }
+    return text.split(separator: "\n").compactMap { line in
+        (try? JSONValue.parse(String(line))).map(RecordedLine.init(value:))
+    }
+}
+
+/// One answer of a worker's admin endpoint.
+struct AdminAnswer: Sendable {
+    var status: Int
+    var body: String
+}
+
+/// `GET path` on a worker's admin endpoint; nil while nothing listens there.
+func adminGet(port: Int, _ path: String) throws -> AdminAnswer? {
+    let result = try runProcess(
+        ["-s", "-o", "-", "-w", "\n%{http_code}", "http://127.0.0.1:\(port)\(path)"], executable: URL(fileURLWithPath: "/usr/bin/curl"))
+    guard result.status == 0, let newline = result.standardOutput.lastIndex(of: "\n"),
+          let status = Int(result.standardOutput[result.standardOutput.index(after: newline)...]) else { return nil }
+    return AdminAnswer(status: status, body: String(result.standardOutput[..<newline]))
+}
+
+/// What a worker's admin endpoint says of its readiness: `/readyz`'s status
+/// code, `/status`'s phase and owned partitions.
+struct WorkerReadiness: Equatable, CustomStringConvertible {
+    var ready: Int
+    var phase: String
+    var partitions: [Int]
+    var description: String { "\(ready) \(phase) \(partitions)" }
+
+    /// Asks the worker whose admin endpoint is on `port`; nil while it does not answer.
+    static func of(port: Int) throws -> WorkerReadiness? {
+        guard let ready = try adminGet(port: port, "/readyz"), let status = try adminGet(port: port, "/status"),
+              let json = try? JSONValue.parse(status.body) else { return nil }
+        return WorkerReadiness(
+            ready: ready.status, phase: json["phase"]?.stringValue ?? "",
+            partitions: json["partitions"]?.arrayValue?.compactMap { $0.integerValue.map(Int.init) } ?? [])
+    }
+}
