@@ -58,17 +58,21 @@ public struct FanOut: Sendable {
         case completed(through: UInt64)
     }
 
+    /// A few machine words per token: pushes in flight are held once per
+    /// version (``sent``), not per token.
     struct TokenState: Sendable, Hashable {
         /// Newest version delivered or given up on; 0 for none.
         var done: UInt64
-        /// The push in flight to this token, if any.
-        var inFlight: LiveActivityPush?
-        var queued = false
-        var retryAt: UnixTime?
+        /// The version in flight to this token; 0 for none.
+        var inFlightVersion: UInt64 = 0
         /// Sends of `attemptsVersion` to this token so far.
-        var attempts = 0
         var attemptsVersion: UInt64 = 0
         var firstFailureAt: UnixTime?
+        var attempts: Int32 = 0
+        var queued = false
+        var retrying = false
+        /// The send in flight is this version made a start.
+        var inFlightAsStart = false
         /// A start was sent to this token and none has been delivered yet.
         var startOwed = false
     }
@@ -77,6 +81,11 @@ public struct FanOut: Sendable {
     public let configuration: Configuration
     private(set) public var latest: LiveActivityPush?
     private var tokens: [DeviceToken: TokenState] = [:]
+    /// The pushes in flight, by version, with how many tokens they are in flight to.
+    private var sent: [UInt64: (push: LiveActivityPush, count: Int)] = [:]
+    /// Tokens waiting for a retry, by when it is due.
+    private var retries = DeadlineQueue<DeviceToken>()
+    private var queuedCount = 0
     /// How many tokens are done at each version: the smallest key is the
     /// version every token has reached.
     private var doneCounts: [UInt64: Int] = [:]
@@ -102,7 +111,7 @@ public struct FanOut: Sendable {
 
     /// True when nothing is in flight, queued or waiting for a retry.
     public var isIdle: Bool {
-        inFlightCount == 0 && tokens.values.allSatisfy { !$0.queued && $0.retryAt == nil }
+        inFlightCount == 0 && queuedCount == 0 && retries.count == 0
     }
 
     /// Installs the push every existing token is taken to hold already (the
@@ -137,7 +146,12 @@ public struct FanOut: Sendable {
     public mutating func removeToken(_ token: DeviceToken) -> [Action] {
         guard let state = tokens.removeValue(forKey: token) else { return [] }
         decrement(state.done)
-        if state.inFlight != nil { inFlightCount -= 1 }
+        if state.inFlightVersion != 0 {
+            inFlightCount -= 1
+            release(state.inFlightVersion)
+        }
+        if state.queued { queuedCount -= 1 }
+        if state.retrying { retries.cancel(token) }
         var actions: [Action] = []
         pump(into: &actions)
         reportCompletion(into: &actions)
@@ -148,7 +162,7 @@ public struct FanOut: Sendable {
     public mutating func publish(_ push: LiveActivityPush, now: UnixTime) -> [Action] {
         guard push.version > (latest?.version ?? reportedThrough) else { return [] }
         latest = push
-        for (token, state) in tokens where state.done < push.version && state.inFlight == nil && !state.queued && state.retryAt == nil {
+        for (token, state) in tokens where state.done < push.version && state.inFlightVersion == 0 && !state.queued && !state.retrying {
             enqueue(token)
         }
         var actions: [Action] = []
@@ -162,8 +176,10 @@ public struct FanOut: Sendable {
     public mutating func completed(
         token: DeviceToken, version: UInt64, outcome: Outcome, now: UnixTime, jitter: Double
     ) -> [Action] {
-        guard var state = tokens[token], let sent = state.inFlight, sent.version == version else { return [] }
-        state.inFlight = nil
+        guard version != 0, var state = tokens[token], state.inFlightVersion == version, let base = release(version) else { return [] }
+        let sent = state.inFlightAsStart ? base.asStart : base
+        state.inFlightVersion = 0
+        state.inFlightAsStart = false
         inFlightCount -= 1
         var actions: [Action] = []
         switch outcome {
@@ -174,6 +190,7 @@ public struct FanOut: Sendable {
             setDone(&state, version)
         case .tokenInvalid(let reason):
             tokens.removeValue(forKey: token)
+            if state.queued { queuedCount -= 1 }
             decrement(state.done)
             actions.append(.removeToken(token, reason: reason))
             pump(into: &actions)
@@ -190,15 +207,16 @@ public struct FanOut: Sendable {
             if state.attempts >= configuration.retry.maxAttempts
                 || now - firstFailureAt >= configuration.retry.maxElapsed
             {
-                let attempts = state.attempts
+                let attempts = Int(state.attempts)
                 state.attempts = 0
                 state.firstFailureAt = nil
                 setDone(&state, version)
                 actions.append(.deadLetter(token, sent, reason: .retriesExhausted, detail: reason, attempts: attempts))
             } else {
-                let backoff = configuration.retry.delay(attempt: state.attempts, jitter: jitter)
+                let backoff = configuration.retry.delay(attempt: Int(state.attempts), jitter: jitter)
                 let retryAt = now + max(backoff, after ?? 0)
-                state.retryAt = retryAt
+                state.retrying = true
+                retries.schedule(token, at: retryAt)
                 tokens[token] = state
                 actions.append(.wake(at: retryAt))
                 pump(into: &actions)
@@ -206,7 +224,7 @@ public struct FanOut: Sendable {
             }
         }
         tokens[token] = state
-        if let latest, state.done < latest.version, state.retryAt == nil { enqueue(token) }
+        if let latest, state.done < latest.version, !state.retrying { enqueue(token) }
         pump(into: &actions)
         reportCompletion(into: &actions)
         return actions
@@ -215,32 +233,35 @@ public struct FanOut: Sendable {
     /// Retries that are due become sends. Early firings are harmless.
     public mutating func timerFired(now: UnixTime) -> [Action] {
         var actions: [Action] = []
-        var nextWake: UnixTime?
-        for (token, state) in tokens {
-            guard let retryAt = state.retryAt else { continue }
-            if retryAt <= now {
-                tokens[token]?.retryAt = nil
-                enqueue(token)
-            } else {
-                nextWake = min(nextWake ?? retryAt, retryAt)
-            }
+        for token in retries.popDue(now: now) {
+            tokens[token]?.retrying = false
+            enqueue(token)
         }
         pump(into: &actions)
         reportCompletion(into: &actions)
-        if let nextWake { actions.append(.wake(at: nextWake)) }
+        if let next = retries.next { actions.append(.wake(at: next)) }
         return actions
     }
 
     /// The next time a retry is due, if any.
     public var nextRetry: UnixTime? {
-        tokens.values.compactMap(\.retryAt).min()
+        mutating get { retries.next }
     }
 
     private mutating func enqueue(_ token: DeviceToken) {
         guard var state = tokens[token], !state.queued else { return }
         state.queued = true
+        queuedCount += 1
         tokens[token] = state
         ready.append(token)
+    }
+
+    /// One fewer token has `version` in flight; the push, while any still has it.
+    @discardableResult
+    private mutating func release(_ version: UInt64) -> LiveActivityPush? {
+        guard let entry = sent[version] else { return nil }
+        if entry.count <= 1 { sent.removeValue(forKey: version) } else { sent[version] = (entry.push, entry.count - 1) }
+        return entry.push
     }
 
     private mutating func setDone(_ state: inout TokenState, _ version: UInt64) {
@@ -263,7 +284,8 @@ public struct FanOut: Sendable {
             readyHead += 1
             guard var state = tokens[token], state.queued else { continue }
             state.queued = false
-            guard state.done < latest.version, state.inFlight == nil, state.retryAt == nil else {
+            queuedCount -= 1
+            guard state.done < latest.version, state.inFlightVersion == 0, !state.retrying else {
                 tokens[token] = state
                 continue
             }
@@ -283,10 +305,12 @@ public struct FanOut: Sendable {
                 state.attempts = 0
                 state.firstFailureAt = nil
             }
-            state.inFlight = push
+            state.inFlightVersion = push.version
+            state.inFlightAsStart = push.event == .start && latest.event != .start
             state.attempts += 1
             tokens[token] = state
             inFlightCount += 1
+            sent[latest.version, default: (latest, 0)].count += 1
             actions.append(.send(token, push))
         }
         if readyHead == ready.count {

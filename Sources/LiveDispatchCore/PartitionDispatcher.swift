@@ -133,6 +133,24 @@ public struct PartitionDispatcher: Sendable {
         case nothing
     }
 
+    /// What the machine keeps of a registration: a few words per token (the
+    /// activity and token are the keys it is stored under).
+    struct RegisteredToken: Sendable, Hashable {
+        var environment: APNsEnvironment
+        var expiresAt: UnixTime?
+        var registeredAt: UnixTime?
+
+        init(_ registration: TokenRegistration) {
+            environment = registration.environment
+            expiresAt = registration.expiresAt
+            registeredAt = registration.registeredAt
+        }
+
+        func isExpired(at now: UnixTime) -> Bool {
+            expiresAt.map { $0 <= now } ?? false
+        }
+    }
+
     struct ActivityDelivery: Sendable {
         var fanOut: FanOut
         /// Flushes published and not yet complete, oldest first.
@@ -161,7 +179,7 @@ public struct PartitionDispatcher: Sendable {
     private var wakes = DeadlineQueue<Wake>()
     private var nextSweep: UnixTime?
     private var deliveries: [ActivityID: ActivityDelivery] = [:]
-    private var registrations: [ActivityID: [DeviceToken: TokenRegistration]] = [:]
+    private var registrations: [ActivityID: [DeviceToken: RegisteredToken]] = [:]
     private var trackers = OffsetTracker()
     private var acks: [UInt64: AckEffect] = [:]
     private var nextTicket: UInt64 = 1
@@ -215,7 +233,7 @@ public struct PartitionDispatcher: Sendable {
             return
         }
         guard let registration = try? TokenRegistration(bytes: value), registration.action == .register else { return }
-        registrations[registration.activityID, default: [:]][registration.token] = registration
+        registrations[registration.activityID, default: [:]][registration.token] = RegisteredToken(registration)
     }
 
     /// The changelogs are read to their end: install them and replay any
@@ -331,7 +349,7 @@ public struct PartitionDispatcher: Sendable {
         switch registration.action {
         case .register where !registration.isExpired(at: now):
             registration.registeredAt = registration.registeredAt ?? now
-            registrations[activity, default: [:]][registration.token] = registration
+            registrations[activity, default: [:]][registration.token] = RegisteredToken(registration)
             var delivery = deliveries.removeValue(forKey: activity) ?? ActivityDelivery(fanOut: makeFanOut(activity))
             if delivery.fanOut.latest == nil, let state = coalescer.state(of: activity), state.version > 0 {
                 delivery.fanOut.restoreLatest(Self.restoredPush(state, configuration: configuration))
@@ -439,8 +457,8 @@ public struct PartitionDispatcher: Sendable {
             let activity = expiry.activityID
             actions.append(.observe(.activityExpired(activity, reason: expiry.reason.rawValue)))
             actions.append(.produce(Produce(topic: .state, key: activity.rawValue, value: nil, partition: partition, ticket: issueTicket(.nothing))))
-            for registration in (registrations.removeValue(forKey: activity) ?? [:]).values.sorted(by: { $0.token < $1.token }) {
-                actions.append(.produce(Produce(topic: .tokenStore, key: registration.storeKey, value: nil, partition: partition, ticket: issueTicket(.nothing))))
+            for token in (registrations.removeValue(forKey: activity) ?? [:]).keys.sorted() {
+                actions.append(.produce(Produce(topic: .tokenStore, key: TokenRegistration.storeKey(activity, token), value: nil, partition: partition, ticket: issueTicket(.nothing))))
             }
             var offsets = expiry.heldOffsets
             if let delivery = deliveries.removeValue(forKey: activity) {
@@ -459,7 +477,7 @@ public struct PartitionDispatcher: Sendable {
                     deliveries[activity] = delivery
                     actions += perform(fanOutActions, for: activity, now: now)
                 }
-                actions.append(.produce(Produce(topic: .tokenStore, key: registration.storeKey, value: nil, partition: partition, ticket: issueTicket(.nothing))))
+                actions.append(.produce(Produce(topic: .tokenStore, key: TokenRegistration.storeKey(activity, token), value: nil, partition: partition, ticket: issueTicket(.nothing))))
             }
             if registrations[activity]?.isEmpty == true {
                 registrations.removeValue(forKey: activity)
@@ -562,9 +580,9 @@ public struct PartitionDispatcher: Sendable {
                 wakes.schedule(.retry(activity), at: at)
             case .removeToken(let token, let reason):
                 actions.append(.observe(.tokenRemoved(activity, token, reason: reason)))
-                let registration = registrations[activity]?.removeValue(forKey: token)
+                registrations[activity]?.removeValue(forKey: token)
                 if registrations[activity]?.isEmpty == true { registrations.removeValue(forKey: activity) }
-                let key = registration?.storeKey ?? "\(activity.rawValue)\u{1F}\(token.hex)"
+                let key = TokenRegistration.storeKey(activity, token)
                 deliveries[activity]?.pendingAcks += 1
                 actions.append(.produce(Produce(topic: .tokenStore, key: key, value: nil, partition: partition, ticket: issueTicket(.deadLetterForActivity(activity)))))
             case .deadLetter(let token, let push, let reason, let detail, let attempts):

@@ -84,5 +84,10 @@ public struct TokenRegistration: Sendable, Hashable {
     }
 
     /// The `token-store` key: activity id, U+001F, token hex.
-    public var storeKey: String { "\(activityID.rawValue)\u{1F}\(token.hex)" }
+    public var storeKey: String { Self.storeKey(activityID, token) }
+
+    /// The `token-store` key of `token` under `activity`.
+    public static func storeKey(_ activity: ActivityID, _ token: DeviceToken) -> String {
+        "\(activity.rawValue)\u{1F}\(token.hex)"
+    }
 }
