@@ -107,7 +107,8 @@ public final class Worker: Sendable {
             observer: printer.map { printer -> Dispatcher.Observer in { observation in printer.observe(observation) } })
         let router = try Router(
             configuration: configuration, rules: rules, client: client, producer: producer, logger: logger, metrics: metrics,
-            observer: printer.map { printer -> Router.Observer in { letter in printer.observe(.deadLettered(letter)) } })
+            observer: printer.map { printer -> Router.Observer in { letter in printer.observe(.deadLettered(letter)) } },
+            assigned: { dispatcher.routerAssigned() })
 
         // Started in this order and shut down in reverse: the consumers stop
         // first, the dispatcher drains, the producer flushes last.

@@ -5,7 +5,8 @@ import NIOPosix
 import ServiceLifecycle
 
 /// The admin HTTP endpoint for SREs: `GET /healthz` (the process runs),
-/// `GET /readyz` (every assigned partition is restored; 503 while not),
+/// `GET /readyz` (joined both consumer groups and every owned partition
+/// restored, or a standby that owns none; 503 while not),
 /// `GET /metrics` (Prometheus text) and `GET /status` (the dispatcher's
 /// phase — joining, restoring, ready, standby or draining — partitions owned,
 /// records in progress, paused or not).

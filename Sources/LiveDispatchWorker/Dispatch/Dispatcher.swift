@@ -28,7 +28,8 @@ public final class Dispatcher: Service, Sendable {
 
     /// Where the stage stands, for `/readyz` and `/status`.
     public enum Phase: String, Sendable, Hashable {
-        /// Not part of the group yet, or in a rebalance: no assignment since the last revocation.
+        /// Not part of both groups yet (no assignment of `<group_id>` since the
+        /// last revocation, as in a rebalance, or none yet of `<group_id>.router`).
         case joining
         /// Some owned partitions are still reading their changelogs.
         case restoring
@@ -43,6 +44,8 @@ public final class Dispatcher: Service, Sendable {
     private struct Table: Sendable {
         var runners: [Int32: PartitionRunner] = [:]
         var joined = false
+        /// The router stage received an assignment of `<group_id>.router` (possibly empty).
+        var routerJoined = false
         var draining = false
     }
 
@@ -92,14 +95,20 @@ public final class Dispatcher: Service, Sendable {
 
     /// Where the stage stands.
     public var phase: Phase {
-        let (joined, draining, runners) = table.withLock { ($0.joined, $0.draining, Array($0.runners.values)) }
+        let (joined, draining, runners) = table.withLock { ($0.joined && $0.routerJoined, $0.draining, Array($0.runners.values)) }
         if draining { return .draining }
         if !joined { return .joining }
         if runners.isEmpty { return .standby }
         return runners.contains(where: \.isRestoring) ? .restoring : .ready
     }
 
-    /// Whether the worker can take its share: joined the group and every
+    /// Called by the router stage on each assignment of its group: the worker
+    /// is not ready before it has joined both groups.
+    public func routerAssigned() {
+        table.withLock { $0.routerJoined = true }
+    }
+
+    /// Whether the worker can take its share: joined both groups and every
     /// owned partition restored (a member that owns nothing is a ready standby).
     public var isReady: Bool {
         switch phase {

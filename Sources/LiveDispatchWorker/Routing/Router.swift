@@ -28,13 +28,16 @@ public final class Router: Service, Sendable {
     let logger: Logger
     let metrics: WorkerMetrics
     let observer: Observer?
+    let assigned: (@Sendable () -> Void)?
     let topics: [String]
     private let state: Mutex<State>
     private let stage: ConsumerStage
 
+    /// - Parameter assigned: called on each assignment of `<group_id>.router`, even an
+    ///   empty one: the worker is ready only once both of its groups have assigned it.
     public init(
         configuration: WorkerConfiguration, rules: RuleSetStore, client: KafkaClientConfiguration, producer: KafkaProducer,
-        logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil
+        logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil, assigned: (@Sendable () -> Void)? = nil
     ) throws(KafkaError) {
         self.configuration = configuration
         self.rules = rules
@@ -48,6 +51,7 @@ public final class Router: Service, Sendable {
         self.logger = logger
         self.metrics = metrics
         self.observer = observer
+        self.assigned = assigned
         self.state = Mutex(State(gate: configuration.backpressureGate))
         self.stage = ConsumerStage(consumer: consumer)
     }
@@ -63,6 +67,7 @@ public final class Router: Service, Sendable {
             state.withLock { state in
                 for partition in partitions { state.tracker.assign(.init(topic: partition.topic, number: partition.partition)) }
             }
+            assigned?()
         case .revoked(let partitions, _):
             state.withLock { state in
                 for partition in partitions { state.tracker.revoke(.init(topic: partition.topic, number: partition.partition)) }
