@@ -96,10 +96,18 @@ public struct RuleSet: Sendable {
 
     /// Compiles rule files given as (file name, text); every problem in
     /// every file is reported at once.
+    ///
+    /// The work runs on a thread of its own with a large stack: the
+    /// compiler walks expression trees recursively (up to
+    /// ``ExpressionParser/maxTerms`` levels, with large frames in a debug
+    /// build), whatever thread the caller is on.
     public static func compile(files: [(name: String, text: String)]) throws(RuleSetError) -> RuleSet {
-        var loader = RuleLoader()
-        for file in files { loader.add(file: file.name, text: file.text) }
-        loader.compileRules()
+        let loader = LargeStack.run {
+            var loader = RuleLoader()
+            for file in files { loader.add(file: file.name, text: file.text) }
+            loader.compileRules()
+            return loader
+        }
         if !loader.diagnostics.isEmpty {
             throw RuleSetError(code: .invalid, diagnostics: loader.diagnostics.sorted())
         }
