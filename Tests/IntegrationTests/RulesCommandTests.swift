@@ -165,6 +165,24 @@ struct RulesCommandTests {
         }
     }
 
+    @Test("rules check refuses a YAML alias bomb fast, with file:line:column")
+    func aliasBomb() throws {
+        var lines = ["version: 1", "a: &a [" + Array(repeating: "\"lol\"", count: 10).joined(separator: ", ") + "]"]
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
+        for (previous, name) in zip(names, names.dropFirst()) {
+            lines.append("\(name): &\(name) [" + Array(repeating: "*\(previous)", count: 10).joined(separator: ", ") + "]")
+        }
+        lines.append("rules: [*i]")
+        let directory = try Self.rulesDirectory(rules: lines.joined(separator: "\n"))
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let start = ContinuousClock.now
+        let result = try runProcess(["rules", "check", directory.path])
+        #expect(ContinuousClock.now - start < .seconds(30))
+        let file = directory.appendingPathComponent("match.yaml").path
+        #expect(result.status == 1, "\(result.standardError)")
+        #expect(result.standardOutput.hasPrefix("\(file):7:8: the YAML expands to more than 200000 nodes"), "\(result.standardOutput)")
+    }
+
     @Test("rules schema prints a JSON Schema")
     func schema() throws {
         let result = try runProcess(["rules", "schema"])
