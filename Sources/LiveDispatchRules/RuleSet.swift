@@ -75,8 +75,16 @@ public struct RuleSet: Sendable {
     let rulesByTopic: [String: [CompiledRule]]
     let activityTypes: [String: ActivityTypeDefinition]
 
-    /// Limits on an incoming event.
-    public static let eventLimits = JSONParseLimits(maxDepth: 32, maxBytes: 512 * 1024)
+    /// Limits on an incoming event of at most `maxBytes` bytes: the worker
+    /// passes `limits.max_event_bytes`, so the parser and the configuration
+    /// never disagree.
+    public static func eventLimits(maxBytes: Int) -> JSONParseLimits {
+        JSONParseLimits(maxDepth: 32, maxBytes: maxBytes)
+    }
+
+    /// The limits of an event when none are given: `limits.max_event_bytes`'
+    /// default, 1 MiB.
+    public static let eventLimits = eventLimits(maxBytes: 1 << 20)
 
     init(rules: [CompiledRule], activityTypes: [String: ActivityTypeDefinition]) {
         self.rules = rules
@@ -160,17 +168,19 @@ public struct RuleSet: Sendable {
     /// fixed time in tests.
     public func evaluate(
         topic: String, partition: Int32, offset: Int64, key: String?, headers: [String: String], timestamp: UnixTime,
-        value: [UInt8], now: UnixTime
+        value: [UInt8], now: UnixTime, eventLimits: JSONParseLimits = RuleSet.eventLimits
     ) -> [RuleOutcome] {
-        evaluate(EventRecord(topic: topic, partition: partition, offset: offset, key: key, headers: headers, timestamp: timestamp), value: value, now: now)
+        evaluate(
+            EventRecord(topic: topic, partition: partition, offset: offset, key: key, headers: headers, timestamp: timestamp),
+            value: value, now: now, eventLimits: eventLimits)
     }
 
     /// Evaluates the rules on a record whose value is JSON bytes.
-    public func evaluate(_ record: EventRecord, value: [UInt8], now: UnixTime) -> [RuleOutcome] {
+    public func evaluate(_ record: EventRecord, value: [UInt8], now: UnixTime, eventLimits: JSONParseLimits = RuleSet.eventLimits) -> [RuleOutcome] {
         guard let rules = rulesByTopic[record.topic] else { return [.noMatch] }
         let event: JSONValue
         do {
-            event = try Self.parseEvent(value)
+            event = try Self.parseEvent(value, limits: eventLimits)
         } catch {
             return [.failure(error)]
         }
@@ -186,10 +196,10 @@ public struct RuleSet: Sendable {
         return evaluate(rules, record: record, event: event, now: now)
     }
 
-    static func parseEvent(_ value: [UInt8]) throws(RuleFailure) -> JSONValue {
+    static func parseEvent(_ value: [UInt8], limits: JSONParseLimits = RuleSet.eventLimits) throws(RuleFailure) -> JSONValue {
         let event: JSONValue
         do {
-            event = try JSONValue.parse(value, limits: eventLimits)
+            event = try JSONValue.parse(value, limits: limits)
         } catch {
             throw RuleFailure(code: .invalidEvent, rule: nil, reason: "the event is not JSON: \(error)")
         }

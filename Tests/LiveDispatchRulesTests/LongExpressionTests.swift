@@ -157,3 +157,31 @@ struct LongExpressionTests {
         }
     }
 }
+
+@Suite("Event size")
+struct EventSizeTests {
+    @Test("the configured event size is the JSON parser's limit: no cap of its own below it")
+    func oneLimit() throws {
+        let rules = try RuleSet.compile(files: [("fans.yaml", followersRules)])
+        let padding = String(repeating: "p", count: 700_000)
+        let value = Array(#"{"type": "goal", "home": 1, "away": 0, "followers": ["a"], "at": "2026-02-08T23:30:00Z", "padding": "\#(padding)"}"#.utf8)
+        let record = EventRecord(topic: "sports.scores", timestamp: UnixTime(seconds: 1_770_593_000))
+        let accepted = rules.evaluate(record, value: value, now: now)
+        guard case .command = accepted.first else {
+            Issue.record("a 700 KB event under the default 1 MiB limit was refused: \(accepted)")
+            return
+        }
+        let larger = rules.evaluate(record, value: value, now: now, eventLimits: RuleSet.eventLimits(maxBytes: 2 << 20))
+        guard case .command = larger.first else {
+            Issue.record("a 700 KB event under a 2 MiB limit was refused: \(larger)")
+            return
+        }
+        let smaller = rules.evaluate(record, value: value, now: now, eventLimits: RuleSet.eventLimits(maxBytes: 512 * 1024))
+        guard case .failure(let failure) = smaller.first else {
+            Issue.record("a 700 KB event over a 512 KB limit was accepted")
+            return
+        }
+        #expect(failure.code == .invalidEvent)
+        #expect(failure.reason.contains("more than the limit of 524288"))
+    }
+}

@@ -155,7 +155,7 @@ public final class Router: Service, Sendable {
         var outputs: [Output] = []
         for outcome in rules.current.evaluate(
             topic: record.topic, partition: record.partition, offset: record.offset, key: keyText, headers: headers,
-            timestamp: timestamp, value: value, now: now)
+            timestamp: timestamp, value: value, now: now, eventLimits: RuleSet.eventLimits(maxBytes: configuration.limits.maxEventBytes))
         {
             switch outcome {
             case .command(let command):
