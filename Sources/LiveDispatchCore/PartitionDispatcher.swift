@@ -119,10 +119,6 @@ public struct PartitionDispatcher: Sendable {
         }
 
         public var keyText: String? { key.map { String(decoding: $0, as: UTF8.self) } }
-        public var valueText: String? {
-            guard let value else { return nil }
-            return String(validating: value, as: UTF8.self)
-        }
     }
 
     /// What an acknowledged produce finishes.
@@ -503,11 +499,11 @@ public struct PartitionDispatcher: Sendable {
     ) -> [Action] {
         let letter = DeadLetter(
             reason: reason, message: message, activityID: activityID,
-            origin: .init(topic: configuration.topic(topic), partition: partition, offset: record.offset, key: record.keyText, value: record.valueText),
+            origin: .init(topic: configuration.topic(topic), partition: partition, offset: record.offset, key: record.keyText, valueBytes: record.value),
             deadLetteredAt: now)
         let ticket = issueTicket(.completeOffsets(topic, [record.offset]))
         return [
-            .produce(Produce(topic: .deadLetters, key: record.keyText ?? activityID?.rawValue ?? "", value: letter.json.serialized(), partition: nil, ticket: ticket)),
+            .produce(Produce(topic: .deadLetters, key: record.keyText ?? activityID?.rawValue ?? "", value: letter.serialized(), partition: nil, ticket: ticket)),
             .observe(.deadLettered(letter)),
         ]
     }
@@ -524,7 +520,7 @@ public struct PartitionDispatcher: Sendable {
                 details: ["size": .integer(Int64(error.size)), "limit": .integer(Int64(error.limit)), "version": .integer(Int64(flush.push.version))],
                 deadLetteredAt: now)
             delivery.pendingAcks += 1
-            actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.json.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
+            actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
             actions.append(.observe(.deadLettered(letter)))
             // The state moved on even though no device can be sent it.
             delivery.flushes.append(flush)
@@ -563,7 +559,7 @@ public struct PartitionDispatcher: Sendable {
                     details: ["apns.reason": .string(detail), "attempts": .integer(Int64(attempts)), "version": .integer(Int64(push.version))],
                     deadLetteredAt: now)
                 deliveries[activity]?.pendingAcks += 1
-                actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.json.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
+                actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
                 actions.append(.observe(.deadLettered(letter)))
             case .completed:
                 break  // read from the fan-out in finishCompletion

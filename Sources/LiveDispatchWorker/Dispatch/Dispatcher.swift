@@ -181,8 +181,16 @@ public final class Dispatcher: Service, Sendable {
             observe: { [self] observation in observe(observation) },
             pushSent: { [self] outcome, seconds in pushSent(outcome, seconds: seconds) },
             writeFailed: { [self] produce, error, attempt in
-                logger.error("Writing to Kafka failed; retrying", metadata: [
-                    "kafka.topic": "\(configuration.topic(produce.topic))", "kafka.error": "\(error)", "kafka.attempt": "\(attempt)",
+                let topic = configuration.topic(produce.topic)
+                guard error.isPermanent else {
+                    logger.error("Writing to Kafka failed; retrying", metadata: [
+                        "kafka.topic": "\(topic)", "kafka.error": "\(error)", "kafka.attempt": "\(attempt)",
+                    ])
+                    return
+                }
+                metrics.writeDropped(topic: topic)
+                logger.error("Kafka refused a record for good; not retrying", metadata: [
+                    "kafka.topic": "\(topic)", "kafka.error": "\(error)", "kafka.bytes": "\(produce.value?.count ?? 0)",
                 ])
             },
             outstandingChanged: { [self] delta in outstandingChanged(by: delta) })
