@@ -266,8 +266,8 @@ public struct PartitionDispatcher: Sendable {
         switch coalescer.receive(parsed, offset: record.offset, recordTime: record.timestamp, now: now) {
         case .alreadyApplied:
             return complete(.commands, [record.offset])
-        case .reject(let reason, let message):
-            return deadLetterRecord(.commands, record, reason: reason, message: message, activityID: parsed.activityID, now: now)
+        case .reject(let reason, let message, let details):
+            return deadLetterRecord(.commands, record, reason: reason, message: message, activityID: parsed.activityID, details: details, now: now)
         case .scheduleFlush(let at):
             wakes.schedule(.flush(parsed.activityID), at: at)
             return []
@@ -495,12 +495,12 @@ public struct PartitionDispatcher: Sendable {
 
     private mutating func deadLetterRecord(
         _ topic: InternalTopic, _ record: Record, reason: DeadLetterReason, message: String, activityID: ActivityID?,
-        now: UnixTime
+        details: [String: JSONValue] = [:], now: UnixTime
     ) -> [Action] {
         let letter = DeadLetter(
             reason: reason, message: message, activityID: activityID,
             origin: .init(topic: configuration.topic(topic), partition: partition, offset: record.offset, key: record.keyText, valueBytes: record.value),
-            deadLetteredAt: now)
+            details: details, deadLetteredAt: now)
         let ticket = issueTicket(.completeOffsets(topic, [record.offset]))
         return [
             .produce(Produce(topic: .deadLetters, key: record.keyText ?? activityID?.rawValue ?? "", value: letter.serialized(), partition: nil, ticket: ticket)),

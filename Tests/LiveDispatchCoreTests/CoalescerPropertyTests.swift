@@ -204,7 +204,8 @@ struct CoalescerPropertyTests {
                 let eventTime = simulation.now - Double.random(in: 0...5, using: &generator)
                 var command = ActivityCommand(activityID: activity, event: event, contentState: patch, replaceState: replace, timestamp: UnixTime(seconds: eventTime))
                 if Double.random(in: 0..<1, using: &generator) < 0.1 { command.alert = ActivityAlert(title: "t", body: "\(offset)") }
-                if !ended.contains(activity) {
+                // An end for an activity that has no state yet is refused: nothing changes.
+                if !ended.contains(activity), event == .update || expected[activity] != nil {
                     let current = expected[activity] ?? .object([:])
                     expected[activity] = replace ? patch : current.applyingMergePatch(patch)
                     if event == .end { ended.insert(activity) }
