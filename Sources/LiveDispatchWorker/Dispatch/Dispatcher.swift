@@ -256,6 +256,7 @@ public final class Dispatcher: Service, Sendable {
 
     private func pushSent(_ outcome: APNsOutcome, seconds: Double) {
         metrics.pushSent(outcome, seconds: seconds)
+        logger.trace("APNs answered a push", metadata: ["apns.outcome": "\(outcome.label)", "apns.seconds": "\(seconds)"])
         if case .misconfigured(let error) = outcome {
             logger.error("APNs refuses every push: fix the configuration", metadata: ["apns.error": "\(error)"])
         }
@@ -269,7 +270,9 @@ public final class Dispatcher: Service, Sendable {
             logger.info("Token removed", metadata: ["activity.id": "\(activity)", "apns.token": "\(token.hex)", "apns.reason": "\(reason)"])
         case .deadLettered(let letter):
             logger.info("Dead-lettered", metadata: ["dead_letter.reason": "\(letter.reason)", "activity.id": "\(letter.activityID?.rawValue ?? "")"])
-        case .pushCompleted, .activityExpired:
+        case .pushCompleted(let activity, let commands, _, _):
+            logger.trace("Activity push completed", metadata: ["activity.id": "\(activity.activityID)", "activity.version": "\(activity.version)", "activity.commands": "\(commands)"])
+        case .activityExpired:
             break
         }
     }

@@ -78,6 +78,9 @@ public final class Router: Service, Sendable {
         let tracked = OffsetTracker.Partition(topic: record.topic, number: record.partition)
         metrics.recordConsumed(record.topic)
         let outputs = outputs(for: record, now: now)
+        logger.trace("Event routed", metadata: [
+            "kafka.source": "\(record.topic)[\(record.partition)]@\(record.offset)", "router.outputs": "\(outputs.count)",
+        ])
         var deliveries: [(Output, Result<KafkaPendingDelivery, KafkaError>)] = []
         let gate: BackpressureGate.Action = state.withLock { state in
             try? state.tracker.read(tracked, offset: record.offset)
