@@ -195,7 +195,8 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchWorkerTests",
             dependencies: [
-                "LiveDispatchWorker", "LiveDispatchCore", "APNs",
+                "LiveDispatchWorker", "LiveDispatchCore", "APNs", "APNsSimulator",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

@@ -30,6 +30,10 @@ public struct KafkaProtocolError: Hashable, Sendable {
     public static let notCoordinator = KafkaProtocolError(rawValue: 16)
     public static let notEnoughReplicas = KafkaProtocolError(rawValue: 19)
     public static let rebalanceInProgress = KafkaProtocolError(rawValue: 27)
+    /// A record larger than the broker's `max.message.bytes`.
+    public static let messageTooLarge = KafkaProtocolError(rawValue: 10)
+    /// An invalid topic name.
+    public static let invalidTopic = KafkaProtocolError(rawValue: 17)
 }
 
 /// An in-process Kafka cluster (librdkafka's mock cluster) for tests, demos

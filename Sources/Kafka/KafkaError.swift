@@ -85,10 +85,14 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
     public var librdkafkaCode: Int32?
     /// Whether trying the same operation again later may succeed.
     public var isRetryable: Bool
+    /// Whether the record itself is refused (too large, an invalid topic, an
+    /// invalid record): producing the same record again can never succeed,
+    /// so a caller must give up on it or change it rather than retry.
+    public var isPermanent: Bool
 
     public init(
         code: Code, message: String, librdkafkaError: String? = nil, librdkafkaMessage: String? = nil,
-        librdkafkaCode: Int32? = nil, isRetryable: Bool = false
+        librdkafkaCode: Int32? = nil, isRetryable: Bool = false, isPermanent: Bool = false
     ) {
         self.code = code
         self.message = message
@@ -96,6 +100,7 @@ public struct KafkaError: Error, Sendable, CustomStringConvertible {
         self.librdkafkaMessage = librdkafkaMessage
         self.librdkafkaCode = librdkafkaCode
         self.isRetryable = isRetryable
+        self.isPermanent = isPermanent
     }
 
     public var description: String {

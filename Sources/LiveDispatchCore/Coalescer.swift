@@ -66,8 +66,9 @@ public struct Coalescer: Sendable {
         /// The command was folded into the state before (a re-delivery);
         /// its offset is done.
         case alreadyApplied
-        /// The command cannot apply; dead-letter it, then its offset is done.
-        case reject(DeadLetterReason, message: String)
+        /// The command cannot apply; dead-letter it (with `details`), then
+        /// its offset is done. The activity's state is as before it.
+        case reject(DeadLetterReason, message: String, details: [String: JSONValue])
         /// Merged and held; make sure ``timerFired(for:now:)`` runs at this time.
         case scheduleFlush(at: UnixTime)
         /// Push now.
@@ -163,11 +164,16 @@ public struct Coalescer: Sendable {
             if let endedAt = known.endedAt {
                 return .reject(
                     .activityEnded,
-                    message: "activity \(id) ended at \(endedAt); \(command.event.rawValue) at offset \(offset) is not applied")
+                    message: "activity \(id) ended at \(endedAt); \(command.event.rawValue) at offset \(offset) is not applied", details: [:])
             }
+        } else if command.event == .end {
+            return .reject(
+                .invalidCommand, message: "end at offset \(offset) for activity \(id), which has no state: there is nothing to end",
+                details: [:])
         }
         // Taken out of the dictionary while mutated, so its storage is not copied.
-        var entry = entries.removeValue(forKey: id) ?? Entry(state: ActivityState(activityID: id, createdAt: now), held: nil)
+        let original = entries.removeValue(forKey: id)
+        var entry = original ?? Entry(state: ActivityState(activityID: id, createdAt: now), held: nil)
 
         let eventTime = command.timestamp ?? recordTime
         entry.state.lastOffset = offset
@@ -189,6 +195,21 @@ public struct Coalescer: Sendable {
         if let alert = command.alert { held.alert = alert }
         if let priority = command.priority { held.priority = max(held.priority ?? priority, priority) }
         held.offsets.append(offset)
+
+        // A state whose push APNs would refuse is never taken: every later
+        // update would carry it and fail too. The command is refused and
+        // the state stays as it was.
+        var probe = entry
+        probe.held = held
+        do {
+            _ = try APNsPayload.encode(Self.flush(&probe, event: command.event, command: command, configuration: configuration).push)
+        } catch {
+            if let original { entries[id] = original }
+            return .reject(
+                .payloadTooLarge,
+                message: "\(command.event.rawValue) at offset \(offset) would make activity \(id)'s push \(error.size) bytes, over APNs' \(error.limit); not applied, the previous state stays",
+                details: ["size": .integer(Int64(error.size)), "limit": .integer(Int64(error.limit))])
+        }
 
         switch command.event {
         case .start, .end:

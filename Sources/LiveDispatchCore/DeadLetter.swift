@@ -24,6 +24,9 @@ public struct DeadLetterReason: Sendable, Hashable, CustomStringConvertible, Exp
     public static let retriesExhausted: DeadLetterReason = "retries-exhausted"
     /// The activity expired (`activity.max_age`) before the command was sent.
     public static let activityExpired: DeadLetterReason = "activity-expired"
+    /// Kafka refused for good a record produced for this one (too large, an
+    /// invalid topic).
+    public static let produceRefused: DeadLetterReason = "produce-refused"
 }
 
 /// A record LiveDispatch could not handle, with the reason and enough of
@@ -35,15 +38,27 @@ public struct DeadLetter: Sendable, Hashable {
         public var partition: Int32
         public var offset: Int64
         public var key: String?
-        /// The original value as text when it is UTF-8, else nil.
+        /// The original value as text when it is UTF-8.
         public var value: String?
+        /// The original value in base64 when it is not UTF-8, so that no
+        /// byte of it is lost.
+        public var valueBase64: String?
 
-        public init(topic: String, partition: Int32, offset: Int64, key: String? = nil, value: String? = nil) {
+        public init(topic: String, partition: Int32, offset: Int64, key: String? = nil, value: String? = nil, valueBase64: String? = nil) {
             self.topic = topic
             self.partition = partition
             self.offset = offset
             self.key = key
             self.value = value
+            self.valueBase64 = valueBase64
+        }
+
+        /// An origin keeping the record's value as text when it is UTF-8,
+        /// else in base64.
+        public init(topic: String, partition: Int32, offset: Int64, key: String?, valueBytes: [UInt8]?) {
+            let text = valueBytes.flatMap { String(validating: $0, as: UTF8.self) }
+            let base64 = text == nil ? valueBytes.map(Base64.encode) : nil
+            self.init(topic: topic, partition: partition, offset: offset, key: key, value: text, valueBase64: base64)
         }
 
         public var json: JSONValue {
@@ -52,9 +67,16 @@ public struct DeadLetter: Sendable, Hashable {
             ]
             if let key { fields["key"] = .string(key) }
             if let value { fields["value"] = .string(value) }
+            if let valueBase64 { fields["value_base64"] = .string(valueBase64) }
             return .object(fields)
         }
     }
+
+    /// Largest serialized dead letter produced: well under Kafka's default
+    /// `message.max.bytes` (1 MB), so that a dead letter about a large
+    /// record (a 900 KB value of control characters escapes to 5.4 MB) is
+    /// still accepted. See ``serialized(maxBytes:)``.
+    public static let maxBytes = 512 * 1024
 
     public var reason: DeadLetterReason
     /// A sentence for a person: what was wrong and where.
@@ -95,6 +117,56 @@ public struct DeadLetter: Sendable, Hashable {
         return .object(fields)
     }
 
+    /// The dead letter as JSON bytes of at most `maxBytes`. One that is
+    /// larger keeps its reason, rule, activity, token and origin topic,
+    /// partition, offset and key, and the longest prefix of the original
+    /// value (and of the message) that fits; `details.truncated` is true and
+    /// `details.value_bytes` gives the original value's size.
+    public func serialized(maxBytes: Int = DeadLetter.maxBytes) -> [UInt8] {
+        let whole = json.serialized()
+        guard whole.count > maxBytes else { return whole }
+        var cut = self
+        cut.details["truncated"] = .bool(true)
+        if let text = origin?.value {
+            cut.details["value_bytes"] = .integer(Int64(text.utf8.count))
+        } else if let base64 = origin?.valueBase64 {
+            let padding = base64.utf8.reversed().prefix(while: { $0 == UInt8(ascii: "=") }).count
+            cut.details["value_bytes"] = .integer(Int64(base64.utf8.count / 4 * 3 - padding))
+        }
+        let value = Array((origin?.value ?? origin?.valueBase64 ?? "").unicodeScalars)
+        let message = Array(message.unicodeScalars)
+        func candidate(valueScalars: Int, messageScalars: Int) -> [UInt8] {
+            var letter = cut
+            letter.message = String(String.UnicodeScalarView(message[0..<messageScalars]))
+            let prefix = String(String.UnicodeScalarView(value[0..<valueScalars]))
+            if letter.origin?.value != nil { letter.origin?.value = prefix }
+            if letter.origin?.valueBase64 != nil { letter.origin?.valueBase64 = prefix }
+            return letter.json.serialized()
+        }
+        // The message keeps its first 1,000 scalars unless even that is too much.
+        var keptMessage = min(message.count, 1_000)
+        var best = candidate(valueScalars: 0, messageScalars: keptMessage)
+        if best.count > maxBytes {
+            keptMessage = 0
+            best = candidate(valueScalars: 0, messageScalars: 0)
+        }
+        // The longest prefix of the value that fits: escaping makes the size
+        // grow unevenly with the length, so search for it.
+        var low = 0
+        var high = value.count
+        while low < high {
+            let middle = low + (high - low + 1) / 2
+            let bytes = candidate(valueScalars: middle, messageScalars: keptMessage)
+            if bytes.count <= maxBytes {
+                low = middle
+                best = bytes
+            } else {
+                high = middle - 1
+            }
+        }
+        return best
+    }
+
     public init(json: JSONValue) throws(FieldError) {
         let reader = try FieldReader(json, what: "a dead letter")
         reason = DeadLetterReason(try reader.requiredString("reason"))
@@ -109,11 +181,35 @@ public struct DeadLetter: Sendable, Hashable {
                 partition: Int32(clamping: try originReader.integer("partition") ?? 0),
                 offset: try originReader.integer("offset") ?? 0,
                 key: try originReader.string("key"),
-                value: try originReader.string("value"))
+                value: try originReader.string("value"),
+                valueBase64: try originReader.string("value_base64"))
         } else {
             origin = nil
         }
         details = try reader.object("details")?.objectValue ?? [:]
         deadLetteredAt = try reader.date("dead_lettered_at") ?? UnixTime(seconds: 0)
+    }
+}
+
+/// Standard base64 (RFC 4648) with padding, for bytes that are not text.
+public enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var index = 0
+        while index < bytes.count {
+            let first = UInt32(bytes[index])
+            let second = index + 1 < bytes.count ? UInt32(bytes[index + 1]) : 0
+            let third = index + 2 < bytes.count ? UInt32(bytes[index + 2]) : 0
+            let group = first << 16 | second << 8 | third
+            output.append(alphabet[Int(group >> 18 & 63)])
+            output.append(alphabet[Int(group >> 12 & 63)])
+            output.append(index + 1 < bytes.count ? alphabet[Int(group >> 6 & 63)] : UInt8(ascii: "="))
+            output.append(index + 2 < bytes.count ? alphabet[Int(group & 63)] : UInt8(ascii: "="))
+            index += 3
+        }
+        return String(decoding: output, as: UTF8.self)
     }
 }

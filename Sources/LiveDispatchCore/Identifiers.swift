@@ -33,6 +33,11 @@ public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertib
     /// and documented as variable length.
     public static let maxBytes = 200
 
+    /// Shortest token a registration may carry, in bytes: Apple's device
+    /// and activity tokens have never been shorter. (Values built in code,
+    /// e.g. in tests, may be shorter; registrations read from Kafka may not.)
+    public static let minBytes = 32
+
     public let bytes: [UInt8]
 
     /// Parses a token from hex, in either case. A token that is empty, of

@@ -119,10 +119,6 @@ public struct PartitionDispatcher: Sendable {
         }
 
         public var keyText: String? { key.map { String(decoding: $0, as: UTF8.self) } }
-        public var valueText: String? {
-            guard let value else { return nil }
-            return String(validating: value, as: UTF8.self)
-        }
     }
 
     /// What an acknowledged produce finishes.
@@ -290,8 +286,8 @@ public struct PartitionDispatcher: Sendable {
         switch coalescer.receive(parsed, offset: record.offset, recordTime: record.timestamp, now: now) {
         case .alreadyApplied:
             return complete(.commands, [record.offset])
-        case .reject(let reason, let message):
-            return deadLetterRecord(.commands, record, reason: reason, message: message, activityID: parsed.activityID, now: now)
+        case .reject(let reason, let message, let details):
+            return deadLetterRecord(.commands, record, reason: reason, message: message, activityID: parsed.activityID, details: details, now: now)
         case .scheduleFlush(let at):
             wakes.schedule(.flush(parsed.activityID), at: at)
             return []
@@ -519,15 +515,15 @@ public struct PartitionDispatcher: Sendable {
 
     private mutating func deadLetterRecord(
         _ topic: InternalTopic, _ record: Record, reason: DeadLetterReason, message: String, activityID: ActivityID?,
-        now: UnixTime
+        details: [String: JSONValue] = [:], now: UnixTime
     ) -> [Action] {
         let letter = DeadLetter(
             reason: reason, message: message, activityID: activityID,
-            origin: .init(topic: configuration.topic(topic), partition: partition, offset: record.offset, key: record.keyText, value: record.valueText),
-            deadLetteredAt: now)
+            origin: .init(topic: configuration.topic(topic), partition: partition, offset: record.offset, key: record.keyText, valueBytes: record.value),
+            details: details, deadLetteredAt: now)
         let ticket = issueTicket(.completeOffsets(topic, [record.offset]))
         return [
-            .produce(Produce(topic: .deadLetters, key: record.keyText ?? activityID?.rawValue ?? "", value: letter.json.serialized(), partition: nil, ticket: ticket)),
+            .produce(Produce(topic: .deadLetters, key: record.keyText ?? activityID?.rawValue ?? "", value: letter.serialized(), partition: nil, ticket: ticket)),
             .observe(.deadLettered(letter)),
         ]
     }
@@ -544,7 +540,7 @@ public struct PartitionDispatcher: Sendable {
                 details: ["size": .integer(Int64(error.size)), "limit": .integer(Int64(error.limit)), "version": .integer(Int64(flush.push.version))],
                 deadLetteredAt: now)
             delivery.pendingAcks += 1
-            actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.json.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
+            actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
             actions.append(.observe(.deadLettered(letter)))
             // The state moved on even though no device can be sent it.
             delivery.flushes.append(flush)
@@ -592,7 +588,7 @@ public struct PartitionDispatcher: Sendable {
                     details: ["apns.reason": .string(detail), "attempts": .integer(Int64(attempts)), "version": .integer(Int64(push.version))],
                     deadLetteredAt: now)
                 deliveries[activity]?.pendingAcks += 1
-                actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.json.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
+                actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
                 actions.append(.observe(.deadLettered(letter)))
             case .completed:
                 break  // read from the fan-out in finishCompletion

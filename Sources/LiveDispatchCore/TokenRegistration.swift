@@ -48,6 +48,10 @@ public struct TokenRegistration: Sendable, Hashable {
         try reader.rejectUnknown(["activity_id", "token", "action", "environment", "expires_at", "registered_at"])
         activityID = try reader.requiredActivityID("activity_id")
         token = try reader.requiredToken("token")
+        guard token.bytes.count >= DeviceToken.minBytes else {
+            throw FieldError(
+                field: "token", message: "device token is \(token.bytes.count) bytes, shorter than \(DeviceToken.minBytes) (APNs tokens are at least 32 bytes)")
+        }
         let actionName = try reader.string("action") ?? Action.register.rawValue
         guard let action = Action(rawValue: actionName) else {
             throw FieldError(field: "action", message: "\(actionName.debugDescription) is not an action (expected register or unregister)")

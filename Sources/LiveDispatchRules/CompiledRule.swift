@@ -100,14 +100,12 @@ final class CompiledRule: Sendable {
     }
 
     private static func guardCondition(_ syntax: Syntax) -> (field: String, text: String)? {
-        switch syntax {
-        case .binary(.equal, .member(.name("event", _), let field, _), .literal(.string(let text), _), _):
+        var leftmost = syntax
+        while case .binary(.and, let left, _, _) = leftmost { leftmost = left }
+        if case .binary(.equal, .member(.name("event", _), let field, _), .literal(.string(let text), _), _) = leftmost {
             return (field, text)
-        case .binary(.and, let left, _, _):
-            return guardCondition(left)
-        default:
-            return nil
         }
+        return nil
     }
 }
 

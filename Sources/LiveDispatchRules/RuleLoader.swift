@@ -3,7 +3,7 @@ import LiveDispatchCore
 
 /// Reads rule files into compiled rules, collecting every problem with its
 /// position instead of stopping at the first.
-struct RuleLoader {
+struct RuleLoader: Sendable {
     var diagnostics: [RuleDiagnostic] = []
     var activityTypes: [String: ActivityTypeDefinition] = [:]
     var rules: [CompiledRule] = []

@@ -75,8 +75,16 @@ public struct RuleSet: Sendable {
     let rulesByTopic: [String: [CompiledRule]]
     let activityTypes: [String: ActivityTypeDefinition]
 
-    /// Limits on an incoming event.
-    public static let eventLimits = JSONParseLimits(maxDepth: 32, maxBytes: 512 * 1024)
+    /// Limits on an incoming event of at most `maxBytes` bytes: the worker
+    /// passes `limits.max_event_bytes`, so the parser and the configuration
+    /// never disagree.
+    public static func eventLimits(maxBytes: Int) -> JSONParseLimits {
+        JSONParseLimits(maxDepth: 32, maxBytes: maxBytes)
+    }
+
+    /// The limits of an event when none are given: `limits.max_event_bytes`'
+    /// default, 1 MiB.
+    public static let eventLimits = eventLimits(maxBytes: 1 << 20)
 
     init(rules: [CompiledRule], activityTypes: [String: ActivityTypeDefinition]) {
         self.rules = rules
@@ -96,10 +104,18 @@ public struct RuleSet: Sendable {
 
     /// Compiles rule files given as (file name, text); every problem in
     /// every file is reported at once.
+    ///
+    /// The work runs on a thread of its own with a large stack: the
+    /// compiler walks expression trees recursively (up to
+    /// ``ExpressionParser/maxTerms`` levels, with large frames in a debug
+    /// build), whatever thread the caller is on.
     public static func compile(files: [(name: String, text: String)]) throws(RuleSetError) -> RuleSet {
-        var loader = RuleLoader()
-        for file in files { loader.add(file: file.name, text: file.text) }
-        loader.compileRules()
+        let loader = LargeStack.run {
+            var loader = RuleLoader()
+            for file in files { loader.add(file: file.name, text: file.text) }
+            loader.compileRules()
+            return loader
+        }
         if !loader.diagnostics.isEmpty {
             throw RuleSetError(code: .invalid, diagnostics: loader.diagnostics.sorted())
         }
@@ -152,17 +168,19 @@ public struct RuleSet: Sendable {
     /// fixed time in tests.
     public func evaluate(
         topic: String, partition: Int32, offset: Int64, key: String?, headers: [String: String], timestamp: UnixTime,
-        value: [UInt8], now: UnixTime
+        value: [UInt8], now: UnixTime, eventLimits: JSONParseLimits = RuleSet.eventLimits
     ) -> [RuleOutcome] {
-        evaluate(EventRecord(topic: topic, partition: partition, offset: offset, key: key, headers: headers, timestamp: timestamp), value: value, now: now)
+        evaluate(
+            EventRecord(topic: topic, partition: partition, offset: offset, key: key, headers: headers, timestamp: timestamp),
+            value: value, now: now, eventLimits: eventLimits)
     }
 
     /// Evaluates the rules on a record whose value is JSON bytes.
-    public func evaluate(_ record: EventRecord, value: [UInt8], now: UnixTime) -> [RuleOutcome] {
+    public func evaluate(_ record: EventRecord, value: [UInt8], now: UnixTime, eventLimits: JSONParseLimits = RuleSet.eventLimits) -> [RuleOutcome] {
         guard let rules = rulesByTopic[record.topic] else { return [.noMatch] }
         let event: JSONValue
         do {
-            event = try Self.parseEvent(value)
+            event = try Self.parseEvent(value, limits: eventLimits)
         } catch {
             return [.failure(error)]
         }
@@ -178,10 +196,10 @@ public struct RuleSet: Sendable {
         return evaluate(rules, record: record, event: event, now: now)
     }
 
-    static func parseEvent(_ value: [UInt8]) throws(RuleFailure) -> JSONValue {
+    static func parseEvent(_ value: [UInt8], limits: JSONParseLimits = RuleSet.eventLimits) throws(RuleFailure) -> JSONValue {
         let event: JSONValue
         do {
-            event = try JSONValue.parse(value, limits: eventLimits)
+            event = try JSONValue.parse(value, limits: limits)
         } catch {
             throw RuleFailure(code: .invalidEvent, rule: nil, reason: "the event is not JSON: \(error)")
         }

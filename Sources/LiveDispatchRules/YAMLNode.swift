@@ -91,6 +91,13 @@ struct YAMLSource: Sendable {
 
     /// Parses the file's first document.
     func parse() throws(RuleDiagnostic) -> YAMLNode? {
+        do {
+            try YAMLBudget.files.check(text)
+        } catch {
+            throw RuleDiagnostic(
+                location: location(line: error.line, column: error.column), message: error.message,
+                expected: "the values written out, or fewer aliases")
+        }
         let root: Node?
         do {
             root = try Yams.compose(yaml: text)

@@ -84,7 +84,7 @@ struct PayloadCommand: ParsableCommand {
                 throw PayloadCommandError("\(command): the command produced no push")
             }
             flush = flushed
-        case .reject(let reason, let message):
+        case .reject(let reason, let message, _):
             throw PayloadCommandError("\(command): \(reason): \(message)")
         case .alreadyApplied:
             throw PayloadCommandError("\(command): already applied to the state (offset at or below its last_offset)")

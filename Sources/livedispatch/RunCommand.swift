@@ -35,6 +35,12 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default: info; notice with --replay).")
     var logLevel: String?
 
+    func validate() throws {
+        if let logLevel, Logger.Level(rawValue: logLevel) == nil {
+            throw ValidationError("--log-level: expected trace, debug, info, notice, warning, error or critical, got \(logLevel.debugDescription)")
+        }
+    }
+
     func run() async throws {
         let level = logLevel.flatMap(Logger.Level.init(rawValue:))
             ?? ProcessInfo.processInfo.environment["LIVEDISPATCH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))

@@ -140,6 +140,49 @@ struct RulesCommandTests {
         #expect(good.status == 0)
     }
 
+    @Test("rules check refuses expression chains too long to walk, with file:line:column, and does not crash")
+    func longChains() throws {
+        let chains = [
+            ("1+1+…", Array(repeating: "1", count: 10_000).joined(separator: "+"), 10_000),
+            ("&&", Array(repeating: "event.a", count: 1_000).joined(separator: " && "), 2_000),
+            ("??", Array(repeating: "event.a", count: 1_000).joined(separator: " ?? "), 2_000),
+            (".a.a…", "event" + String(repeating: ".a", count: 1_999), 2_000),
+            ("[0][0]…", "event.list" + String(repeating: "[0]", count: 1_998), 2_000),
+            (".lower()…", "event.s" + String(repeating: ".lower()", count: 1_998), 2_000),
+        ]
+        for (name, expression, terms) in chains {
+            let rules = Self.matchRules.replacingOccurrences(
+                of: #"when: event.type == "goal" && event.minute >= 0"#, with: "when: \(expression)")
+            let directory = try Self.rulesDirectory(rules: rules)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let result = try runProcess(["rules", "check", directory.path])
+            let file = directory.appendingPathComponent("match.yaml").path
+            #expect(result.status == 1, "\(name): \(result.standardError)")
+            #expect(
+                result.standardOutput.hasPrefix("\(file):10:")
+                    && result.standardOutput.contains(": rule goal: when: expression too long (\(terms) terms, limit 256)"),
+                "\(name): \(result.standardOutput.prefix(300))")
+        }
+    }
+
+    @Test("rules check refuses a YAML alias bomb fast, with file:line:column")
+    func aliasBomb() throws {
+        var lines = ["version: 1", "a: &a [" + Array(repeating: "\"lol\"", count: 10).joined(separator: ", ") + "]"]
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
+        for (previous, name) in zip(names, names.dropFirst()) {
+            lines.append("\(name): &\(name) [" + Array(repeating: "*\(previous)", count: 10).joined(separator: ", ") + "]")
+        }
+        lines.append("rules: [*i]")
+        let directory = try Self.rulesDirectory(rules: lines.joined(separator: "\n"))
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let start = ContinuousClock.now
+        let result = try runProcess(["rules", "check", directory.path])
+        #expect(ContinuousClock.now - start < .seconds(30))
+        let file = directory.appendingPathComponent("match.yaml").path
+        #expect(result.status == 1, "\(result.standardError)")
+        #expect(result.standardOutput.hasPrefix("\(file):7:8: the YAML expands to more than 200000 nodes"), "\(result.standardOutput)")
+    }
+
     @Test("rules schema prints a JSON Schema")
     func schema() throws {
         let result = try runProcess(["rules", "schema"])

@@ -191,6 +191,33 @@ struct WorkerEndToEndTests {
         #expect(try await worker.stop() == 0)
     }
 
+    @Test("a dead letter too large for Kafka (900 KB of control characters) is cut to fit and its event completes")
+    func hugeDeadLetter() async throws {
+        let stack = try await WorkerStack()
+        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration())
+        let device = token(1, salt: 9)
+        try await stack.register(device, for: "match-huge")
+        // Escaped as \u0001, the value alone makes a 5.4 MB dead letter, over librdkafka's 1 MB message.max.bytes.
+        try await stack.produce("sports.scores", key: "huge", String(repeating: "\u{1}", count: 900_000))
+        // 700 KB of valid JSON: under limits.max_event_bytes (1 MiB), so it is routed (the JSON parser once had its own 512 KB cap).
+        let padded = goal("huge", home: 1, away: 0, scorer: "Ada").dropLast() + #", "padding": "\#(String(repeating: "p", count: 700_000))"}"#
+        try await stack.produce("sports.scores", key: "huge", String(padded))
+        let letter = try await stack.waitWithDiagnostics("the cut dead letter", workers: [worker]) {
+            try await stack.deadLetters().first
+        }
+        #expect(try await stack.deadLetters().count == 1)
+        #expect(letter.reason == .invalidJSON)
+        #expect(letter.details["truncated"] == .bool(true))
+        #expect(letter.details["value_bytes"] == .integer(900_000))
+        #expect(letter.origin?.topic == "sports.scores")
+        #expect(letter.origin?.value.map { !$0.isEmpty && $0.unicodeScalars.allSatisfy { $0 == "\u{1}" } } == true)
+        _ = try await stack.waitWithDiagnostics("the good event's push", workers: [worker]) {
+            stack.pushesByToken()[device]?.first { $0.contentState["teamOneScore"] == 1 }
+        }
+        #expect(!worker.standardErrorLines.contains { $0.contains("Writing a routed record failed") })
+        #expect(try await worker.stop() == 0)
+    }
+
     @Test("mismatched partition counts: the worker refuses to start, naming the topics and counts")
     func mismatchedPartitions() async throws {
         let stack = try await WorkerStack(partitions: 4, tokensPartitions: 3)

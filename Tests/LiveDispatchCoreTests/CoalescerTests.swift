@@ -123,9 +123,10 @@ struct CoalescerTests {
     @Test("semantic 5: after end, updates are rejected with activity-ended")
     func closedAfterEnd() {
         var coalescer = Coalescer()
-        _ = coalescer.receive(update("match-42", ["a": 1], event: .end), offset: 0, recordTime: time(t0), now: time(t0))
-        let late = coalescer.receive(update("match-42", ["a": 2]), offset: 1, recordTime: time(t0 + 1), now: time(t0 + 1))
-        guard case .reject(let reason, let message) = late else {
+        _ = coalescer.receive(update("match-42", [:]), offset: 0, recordTime: time(t0), now: time(t0))
+        _ = coalescer.receive(update("match-42", ["a": 1], event: .end), offset: 1, recordTime: time(t0), now: time(t0))
+        let late = coalescer.receive(update("match-42", ["a": 2]), offset: 2, recordTime: time(t0 + 1), now: time(t0 + 1))
+        guard case .reject(let reason, let message, _) = late else {
             Issue.record("expected a rejection, got \(late)")
             return
         }
@@ -134,11 +135,47 @@ struct CoalescerTests {
         #expect(coalescer.state(of: match)?.contentState == ["a": 1])
     }
 
+    @Test("end for an activity with no state is refused and leaves nothing behind")
+    func endWithoutState() {
+        var coalescer = Coalescer()
+        let action = coalescer.receive(update("match-42", ["a": 1], event: .end), offset: 0, recordTime: time(t0), now: time(t0))
+        guard case .reject(let reason, let message, _) = action else {
+            Issue.record("expected a rejection, got \(action)")
+            return
+        }
+        #expect(reason == .invalidCommand)
+        #expect(message.contains("no state"))
+        #expect(coalescer.activityCount == 0)
+    }
+
+    @Test("a command that would make the push too large is refused and the state stays as it was")
+    func tooLargeKeepsState() throws {
+        var coalescer = Coalescer()
+        _ = coalescer.receive(update("match-42", ["a": 1]), offset: 0, recordTime: time(t0), now: time(t0))
+        let before = try #require(coalescer.state(of: match))
+        let big = coalescer.receive(
+            update("match-42", ["note": .string(String(repeating: "x", count: 5000))]), offset: 1, recordTime: time(t0), now: time(t0))
+        guard case .reject(let reason, _, let details) = big else {
+            Issue.record("expected a rejection, got \(big)")
+            return
+        }
+        #expect(reason == .payloadTooLarge)
+        #expect(details["limit"] == 4096)
+        #expect((details["size"]?.integerValue ?? 0) > 5000)
+        #expect(coalescer.state(of: match) == before)
+        _ = coalescer.receive(update("match-42", ["a": 2]), offset: 2, recordTime: time(t0 + 0.1), now: time(t0 + 0.1))
+        let flush = try #require(coalescer.timerFired(for: match, now: time(t0 + 1)).flushed)
+        #expect(flush.push.contentState == ["a": 2])
+        #expect(flush.offsets == [0, 2])
+    }
+
     @Test("semantic 5: an ended activity is removed once its dismissal date passes, by default 4 h after end")
     func endedExpiry() {
         var coalescer = Coalescer()
-        _ = coalescer.receive(update("with-date", [:], dismissal: t0 + 900, event: .end), offset: 0, recordTime: time(t0), now: time(t0))
-        _ = coalescer.receive(update("default", [:], event: .end), offset: 1, recordTime: time(t0), now: time(t0))
+        _ = coalescer.receive(update("with-date", [:]), offset: 0, recordTime: time(t0), now: time(t0))
+        _ = coalescer.receive(update("with-date", [:], dismissal: t0 + 900, event: .end), offset: 1, recordTime: time(t0), now: time(t0))
+        _ = coalescer.receive(update("default", [:]), offset: 2, recordTime: time(t0), now: time(t0))
+        _ = coalescer.receive(update("default", [:], event: .end), offset: 3, recordTime: time(t0), now: time(t0))
         #expect(coalescer.expire(now: time(t0 + 899)).isEmpty)
         #expect(coalescer.expire(now: time(t0 + 900)).map(\.activityID.rawValue) == ["with-date"])
         #expect(coalescer.expire(now: time(t0 + 4 * 3600 - 1)).isEmpty)

@@ -66,20 +66,24 @@ struct DomainValueTests {
 
     @Test("a token registration decodes, defaults and round-trips")
     func registration() throws {
+        let hex = String(repeating: "abcdef01", count: 8)
         let registration = try TokenRegistration(json: try JSONValue.parse(
-            #"{"activity_id": "match-42", "token": "ABCDEF01", "expires_at": "2025-11-24T18:00:00Z"}"#))
-        #expect(registration.token.hex == "abcdef01")
+            #"{"activity_id": "match-42", "token": "\#(hex.uppercased())", "expires_at": "2025-11-24T18:00:00Z"}"#))
+        #expect(registration.token.hex == hex)
         #expect(registration.action == .register)
         #expect(registration.environment == .production)
         #expect(registration.isExpired(at: UnixTime(seconds: 1_764_007_200)))
         #expect(!registration.isExpired(at: UnixTime(seconds: 1_764_007_199)))
-        #expect(registration.storeKey == "match-42\u{1F}abcdef01")
+        #expect(registration.storeKey == "match-42\u{1F}\(hex)")
         #expect(try TokenRegistration(json: registration.json) == registration)
         #expect(throws: FieldError(field: "token", message: "device token has a non-hex character at position 1")) {
             try TokenRegistration(json: ["activity_id": "a", "token": "zz"])
         }
         #expect(throws: FieldError(field: "environment", message: #""staging" is not an environment (expected production or sandbox)"#)) {
-            try TokenRegistration(json: ["activity_id": "a", "token": "00", "environment": "staging"])
+            try TokenRegistration(json: ["activity_id": "a", "token": .string(hex), "environment": "staging"])
+        }
+        #expect(throws: FieldError(field: "token", message: "device token is 2 bytes, shorter than 32 (APNs tokens are at least 32 bytes)")) {
+            try TokenRegistration(json: ["activity_id": "a", "token": "aa01"])
         }
     }
 

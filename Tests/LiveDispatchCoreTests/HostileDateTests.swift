@@ -28,7 +28,7 @@ struct HostileDateTests {
 
     @Test("a token registration with an out-of-range expires_at is refused")
     func registrationExpiry() {
-        let text = #"{"activity_id":"a","token":"00112233445566778899aabbccddeeff","expires_at":1e300}"#
+        let text = #"{"activity_id":"a","token":"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff","expires_at":1e300}"#
         #expect {
             try TokenRegistration(json: JSONValue.parse(Array(text.utf8)))
         } throws: { error in

@@ -82,8 +82,14 @@ struct DispatcherHarness {
 @Suite("PartitionDispatcher")
 struct PartitionDispatcherTests {
     let match = try! ActivityID("match-42")
-    let tokenA = try! DeviceToken(hex: "aa01")
-    let tokenB = try! DeviceToken(hex: "bb02")
+    // Registrations need a full-size token: 32 bytes, as Apple's are.
+    let tokenA = try! DeviceToken(hex: String(repeating: "aa01", count: 16))
+    let tokenB = try! DeviceToken(hex: String(repeating: "bb02", count: 16))
+
+    /// An activity that exists, with no push yet: `end` needs one.
+    func started(_ harness: DispatcherHarness) -> ActivityState {
+        ActivityState(activityID: match, createdAt: harness.now)
+    }
 
     func registered(_ token: DeviceToken, environment: APNsEnvironment = .production) -> TokenRegistration {
         TokenRegistration(activityID: match, token: token, environment: environment)
@@ -116,7 +122,7 @@ struct PartitionDispatcherTests {
     func commitWaitsForAck() {
         var harness = DispatcherHarness()
         harness.holdAcks = true
-        harness.restore(tokens: [registered(tokenA)])
+        harness.restore(states: [started(harness)], tokens: [registered(tokenA)])
         harness.command(0, #"{"activity_id": "match-42", "event": "end", "content_state": {"final": true}}"#)
         #expect(harness.sent.count == 1)
         #expect(harness.produced(on: .state).count == 1)
@@ -131,15 +137,15 @@ struct PartitionDispatcherTests {
     func registration() throws {
         var harness = DispatcherHarness()
         harness.restore(states: [ActivityState(activityID: match, contentState: ["teamOneScore": 3], version: 4, timestamp: harness.now, createdAt: harness.now, lastOffset: 9)], tokens: [registered(tokenA)])
-        harness.token(0, #"{"activity_id": "match-42", "token": "BB02", "environment": "sandbox"}"#)
+        harness.token(0, #"{"activity_id": "match-42", "token": "\#(tokenB.hex.uppercased())", "environment": "sandbox"}"#)
         #expect(harness.sent.map(\.token) == [tokenB], "only the new token: the restored one already has version 4")
         #expect(try JSONValue.parse(harness.sent[0].payload)["aps"]?["content-state"] == ["teamOneScore": 3])
         let stored = harness.produced(on: .tokenStore)
-        #expect(stored.map(\.key) == ["match-42\u{1F}bb02"])
+        #expect(stored.map(\.key) == ["match-42\u{1F}\(tokenB.hex)"])
         let registration = try TokenRegistration(bytes: stored[0].value ?? [])
         #expect(registration.registeredAt == harness.now)
         #expect(harness.commits[.tokens] == 1)
-        harness.token(1, #"{"activity_id": "match-42", "token": "aa01", "action": "unregister"}"#)
+        harness.token(1, #"{"activity_id": "match-42", "token": "\#(tokenA.hex)", "action": "unregister"}"#)
         #expect(harness.produced(on: .tokenStore).last?.value == nil, "unregister writes a tombstone")
         #expect(harness.dispatcher.tokens(of: match) == [tokenB])
     }
@@ -165,7 +171,7 @@ struct PartitionDispatcherTests {
     @Test("after end, updates are dead-lettered with activity-ended")
     func activityEnded() throws {
         var harness = DispatcherHarness()
-        harness.restore(tokens: [registered(tokenA)])
+        harness.restore(states: [started(harness)], tokens: [registered(tokenA)])
         harness.command(0, #"{"activity_id": "match-42", "event": "end", "content_state": {"teamOneScore": 3}, "dismissal_date": 1764000900}"#)
         let end = try JSONValue.parse(harness.sent[0].payload)
         #expect(end["aps"]?["event"] == "end")
@@ -179,11 +185,11 @@ struct PartitionDispatcherTests {
     @Test("a token answered 410 is removed, tombstoned and never pushed again")
     func unregisteredToken() throws {
         var harness = DispatcherHarness()
-        harness.outcome = { send in send.token.hex == "aa01" ? .tokenInvalid(reason: "Unregistered") : .delivered }
+        harness.outcome = { send in send.token == self.tokenA ? .tokenInvalid(reason: "Unregistered") : .delivered }
         harness.restore(tokens: [registered(tokenA), registered(tokenB)])
         harness.command(0, #"{"activity_id": "match-42", "content_state": {"n": 1}}"#)
         harness.advance(by: 1)
-        #expect(harness.produced(on: .tokenStore).map(\.key) == ["match-42\u{1F}aa01"])
+        #expect(harness.produced(on: .tokenStore).map(\.key) == ["match-42\u{1F}\(tokenA.hex)"])
         #expect(harness.produced(on: .tokenStore).first?.value == nil)
         harness.command(1, #"{"activity_id": "match-42", "content_state": {"n": 2}}"#)
         harness.advance(by: 1)
@@ -198,7 +204,7 @@ struct PartitionDispatcherTests {
         configuration.fanOut.retry.maxAttempts = 3
         var harness = DispatcherHarness(configuration: configuration)
         harness.outcome = { _ in .retryable(reason: "ServiceUnavailable", after: nil) }
-        harness.restore(tokens: [registered(tokenA)])
+        harness.restore(states: [started(harness)], tokens: [registered(tokenA)])
         harness.command(0, #"{"activity_id": "match-42", "event": "end"}"#)
         for _ in 0..<10 { harness.advance(by: 1) }
         #expect(harness.sent.count == 3)
@@ -212,7 +218,7 @@ struct PartitionDispatcherTests {
     @Test("a payload over 4096 bytes is dead-lettered with its size, and its offset still completes")
     func payloadTooLarge() throws {
         var harness = DispatcherHarness()
-        harness.restore(tokens: [registered(tokenA)])
+        harness.restore(states: [started(harness)], tokens: [registered(tokenA)])
         let big = String(repeating: "x", count: 4100)
         harness.command(0, #"{"activity_id": "match-42", "event": "end", "content_state": {"note": "\#(big)"}}"#)
         #expect(harness.sent.isEmpty)
@@ -221,6 +227,38 @@ struct PartitionDispatcherTests {
         #expect(letters[0].details["limit"] == 4096)
         #expect((letters[0].details["size"]?.integerValue ?? 0) > 4096)
         #expect(harness.commits[.commands] == 1)
+    }
+
+    @Test("end for an activity with no state is dead-lettered and creates nothing")
+    func endWithoutState() throws {
+        var harness = DispatcherHarness()
+        harness.restore(tokens: [registered(tokenA)])
+        harness.command(0, #"{"activity_id": "match-42", "event": "end"}"#)
+        #expect(harness.sent.isEmpty)
+        #expect(try harness.deadLetters().map(\.reason) == [.invalidCommand])
+        #expect(try harness.deadLetters().first?.message.contains("no state") == true)
+        #expect(harness.produced(on: .state).isEmpty)
+        #expect(harness.commits[.commands] == 1)
+        harness.command(1, #"{"activity_id": "match-42", "content_state": {"n": 1}}"#)
+        harness.advance(by: 1)
+        #expect(harness.sent.count == 1, "the activity was not left ended")
+    }
+
+    @Test("a command that would make the push too large is refused; the previous state stays and later updates go out")
+    func payloadTooLargeKeepsState() throws {
+        var harness = DispatcherHarness()
+        harness.restore(tokens: [registered(tokenA)])
+        harness.command(0, #"{"activity_id": "match-42", "content_state": {"n": 1}}"#)
+        harness.advance(by: 1)
+        let big = String(repeating: "x", count: 4100)
+        harness.command(1, #"{"activity_id": "match-42", "content_state": {"note": "\#(big)"}}"#)
+        harness.advance(by: 1)
+        harness.command(2, #"{"activity_id": "match-42", "content_state": {"n": 2}}"#)
+        harness.advance(by: 1)
+        #expect(try harness.deadLetters().map(\.reason) == [.payloadTooLarge])
+        #expect(harness.sent.count == 2)
+        #expect(try JSONValue.parse(harness.sent[1].payload)["aps"]?["content-state"] == ["n": 2])
+        #expect(harness.commits[.commands] == 3)
     }
 
     @Test("records that arrive during the restore wait for it; re-delivered commands are recognised")
@@ -247,12 +285,12 @@ struct PartitionDispatcherTests {
             tokens: [registered(tokenA), TokenRegistration(activityID: other, token: tokenB, expiresAt: harness.now + 60)])
         harness.now = harness.now + 61
         harness.run(harness.dispatcher.sweep(now: harness.now))
-        #expect(harness.produced(on: .tokenStore).map(\.key) == ["delivery-7\u{1F}bb02"])
+        #expect(harness.produced(on: .tokenStore).map(\.key) == ["delivery-7\u{1F}\(tokenB.hex)"])
         harness.now = harness.now + 3600
         harness.run(harness.dispatcher.sweep(now: harness.now))
         #expect(harness.produced(on: .state).map(\.key) == ["match-42"])
         #expect(harness.produced(on: .state).allSatisfy { $0.value == nil })
-        #expect(harness.produced(on: .tokenStore).map(\.key) == ["delivery-7\u{1F}bb02", "match-42\u{1F}aa01"])
+        #expect(harness.produced(on: .tokenStore).map(\.key) == ["delivery-7\u{1F}\(tokenB.hex)", "match-42\u{1F}\(tokenA.hex)"])
         #expect(harness.dispatcher.activityCount == 0)
     }
 }

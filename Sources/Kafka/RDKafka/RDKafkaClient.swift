@@ -125,7 +125,8 @@ extension KafkaError {
             librdkafkaError: String(cString: rd_kafka_err2name(error)),
             librdkafkaMessage: detail ?? String(cString: rd_kafka_err2str(error)),
             librdkafkaCode: error.rawValue,
-            isRetryable: Self.isRetryable(error))
+            isRetryable: Self.isRetryable(error),
+            isPermanent: Self.isPermanent(error))
     }
 
     /// An error from an `rd_kafka_error_t`, which it destroys.
@@ -136,6 +137,20 @@ extension KafkaError {
         rd_kafka_error_destroy(error)
         self.init(code: code, message: message, error: responseError, detail: detail)
         self.isRetryable = self.isRetryable || retriable
+    }
+
+    /// Errors about the record itself, which no retry can cure: the
+    /// producer's or the broker's size limit, an invalid topic name, a
+    /// record the broker's format checks refuse.
+    static func isPermanent(_ error: rd_kafka_resp_err_t) -> Bool {
+        switch error {
+        case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE,
+            RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE, RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION, RD_KAFKA_RESP_ERR_INVALID_RECORD,
+            RD_KAFKA_RESP_ERR_UNSUPPORTED_FOR_MESSAGE_FORMAT, RD_KAFKA_RESP_ERR__INVALID_ARG:
+            return true
+        default:
+            return false
+        }
     }
 
     static func isRetryable(_ error: rd_kafka_resp_err_t) -> Bool {

@@ -69,6 +69,16 @@ struct ExpressionParser {
     /// Deepest nesting accepted, so that a hostile rule cannot exhaust the stack.
     static let maxDepth = 64
 
+    /// Most terms (literals and names, including the field and function
+    /// names of `.a` and `.f()`) one expression may have. Chains such as
+    /// `a && b && …` or `.a.a…` build trees as deep as they are long, and
+    /// evaluating walks the tree recursively: a tree has at most this many
+    /// levels plus its nesting (unary operators, lists), which keeps an
+    /// evaluation within a 512 KB thread stack even in a debug build (about
+    /// 1 KB a level there). Compiling recurses with larger frames and runs
+    /// on its own thread (see ``RuleSet/compile(files:)``).
+    static let maxTerms = 256
+
     let tokens: [Token]
     var position = 0
     var depth = 0
@@ -76,6 +86,7 @@ struct ExpressionParser {
     static func parse(_ text: String) throws(ExpressionError) -> Syntax {
         var lexer = Lexer(text)
         let tokens = try lexer.tokenize()
+        try checkLength(tokens)
         var parser = ExpressionParser(tokens: tokens)
         if case .end = parser.current.kind {
             throw ExpressionError(message: "the expression is empty", expected: "an expression", offset: 0)
@@ -85,6 +96,28 @@ struct ExpressionParser {
         throw ExpressionError(
             message: "unexpected \(parser.current.display)", expected: "an operator or the end of the expression",
             offset: parser.current.start)
+    }
+
+    /// Refuses an expression with more than ``maxTerms`` terms before any
+    /// tree is built, pointing at the first term past the limit.
+    static func checkLength(_ tokens: [Token]) throws(ExpressionError) {
+        var terms = 0
+        var firstBeyond: Int?
+        for token in tokens {
+            switch token.kind {
+            case .integer, .double, .string:
+                terms += 1
+            case .identifier(let name):
+                if name != "in" { terms += 1 }
+            case .symbol, .end:
+                continue
+            }
+            if terms > maxTerms, firstBeyond == nil { firstBeyond = token.start }
+        }
+        guard let firstBeyond else { return }
+        throw ExpressionError(
+            message: "expression too long (\(terms) terms, limit \(maxTerms))",
+            expected: "a shorter expression, or a rule split in several", offset: firstBeyond)
     }
 
     var current: Token { tokens[position] }
@@ -150,13 +183,23 @@ struct ExpressionParser {
     mutating func parseBinary(level: Int) throws(ExpressionError) -> Syntax {
         if level == Self.levels.count { return try parseUnary() }
         var left = try parseBinary(level: level + 1)
+        if Self.levels[level].contains(where: { $0.1 == .coalesce }) {
+            // Right-associative: a ?? b ?? c is a ?? (b ?? c). The operands
+            // are read in a loop and folded from the right, so a long chain
+            // costs no stack while parsing.
+            var operands = [left]
+            while binaryOperator(level: level) == .coalesce {
+                _ = advance()
+                operands.append(try parseBinary(level: level + 1))
+            }
+            var right = operands.removeLast()
+            while let operand = operands.popLast() {
+                right = .binary(.coalesce, operand, right, Span(start: operand.span.start, end: right.span.end))
+            }
+            return right
+        }
         while let op = binaryOperator(level: level) {
             _ = advance()
-            if op == .coalesce {
-                // Right-associative: a ?? b ?? c is a ?? (b ?? c).
-                let right = try parseBinary(level: level)
-                return .binary(op, left, right, Span(start: left.span.start, end: right.span.end))
-            }
             if level == 2, case .binary(let inner, _, _, _) = left, Self.levels[2].contains(where: { $0.1 == inner }) {
                 throw ExpressionError(
                     message: "comparisons cannot be chained", expected: "'&&' between two comparisons",

@@ -1,5 +1,8 @@
+import Crypto
 import Foundation
 import LiveDispatchCore
+import LiveDispatchRules
+import NIOSSL
 import Yams
 
 /// A configuration problem, with where it was found: `file:line:column`
@@ -37,13 +40,19 @@ extension WorkerConfiguration {
     /// Parses configuration text; `file` names it in messages.
     public static func parse(yaml: String, file: String, environment: [String: String] = [:]) throws(ConfigurationError) -> WorkerConfiguration {
         var loader = ConfigurationLoader(file: file)
+        do {
+            try YAMLBudget.files.check(yaml)
+        } catch {
+            throw ConfigurationError(problems: [.init(location: "\(file):\(error.line):\(error.column)", key: "", message: error.message)])
+        }
         let root: Node?
         do {
             root = try Yams.compose(yaml: yaml)
         } catch let error as YamlError {
             throw ConfigurationError(problems: [loader.problem(for: error)])
         } catch {
-            throw ConfigurationError(problems: [.init(location: file, key: "", message: "is not valid YAML: \(error)")])
+            // Never the error's text: Yams puts the whole file in some of them.
+            throw ConfigurationError(problems: [.init(location: "\(file):1:1", key: "", message: "is not valid YAML")])
         }
         var configuration = WorkerConfiguration()
         if let root { loader.apply(root, to: &configuration) }
@@ -59,6 +68,18 @@ extension WorkerConfiguration {
 
     /// Reads a duration as the configuration file does (`250ms`, `2s`, `5m`, `12h`, plain seconds).
     public static func duration(_ text: String) -> Double? { parseDuration(text) }
+
+    /// Splits `host:port`: a host name or IPv4 address of letters, digits,
+    /// `-` and `.`, and a port in `ports`; nil when the text is not that.
+    public static func hostAndPort(_ text: String, ports: ClosedRange<Int>) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":") else { return nil }
+        let host = text[..<colon]
+        let portText = text[text.index(after: colon)...]
+        let hostIsValid = !host.isEmpty && host.utf8.count <= 253 && host.first != "-" && host.first != "."
+            && host.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == ".") }
+        guard hostIsValid, !portText.isEmpty, portText.allSatisfy({ ("0"..."9").contains($0) }), let port = Int(portText), ports.contains(port) else { return nil }
+        return (String(host), port)
+    }
 
     /// The environment variable that overrides a dotted key.
     public static func environmentName(for key: String) -> String {
@@ -188,17 +209,39 @@ struct ConfigurationLoader {
         return "\(file):\(mark.line):\(mark.column)"
     }
 
+    /// The problem of a YAML error, with its position and never the file's
+    /// text: Yams' own descriptions quote the file (a duplicate key's error
+    /// holds all of it, secrets included).
     func problem(for error: YamlError) -> ConfigurationError.Problem {
         switch error {
-        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _):
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
+            .composer(let context, let problem, let mark, _):
+            // A context's text is libyaml's phrase ("while scanning a quoted scalar"), not the file's.
             let detail = context.map { "\($0.text) \(problem)" } ?? problem
             return .init(location: "\(file):\(mark.line):\(mark.column)", key: "", message: "invalid YAML: \(detail)")
-        case .composer(let context, let problem, let mark, _):
-            let detail = context.map { "\($0.text) \(problem)" } ?? problem
-            return .init(location: "\(file):\(mark.line):\(mark.column)", key: "", message: "invalid YAML: \(detail)")
-        default:
-            return .init(location: file, key: "", message: "invalid YAML: \(error)")
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            let keys = duplicates.sorted().map { "'\($0)'" }.joined(separator: ", ")
+            return .init(location: "\(file):\(context.mark.line):\(context.mark.column)", key: "", message: "duplicate key \(keys) (each key may appear once)")
+        case .reader(let problem, let offset, _, let yaml):
+            return .init(location: location(ofByte: offset ?? 0, in: yaml), key: "", message: "invalid YAML: \(problem)")
+        case .no, .memory, .writer, .emitter, .representer, .dataCouldNotBeDecoded:
+            return .init(location: "\(file):1:1", key: "", message: "invalid YAML")
         }
+    }
+
+    /// `file:line:column` of a byte offset.
+    func location(ofByte offset: Int, in text: String) -> String {
+        var line = 1
+        var column = 1
+        for byte in text.utf8.prefix(max(0, offset)) {
+            if byte == UInt8(ascii: "\n") {
+                line += 1
+                column = 1
+            } else {
+                column += 1
+            }
+        }
+        return "\(file):\(line):\(column)"
     }
 
     mutating func apply(_ root: Node, to configuration: inout WorkerConfiguration) {
@@ -208,6 +251,7 @@ struct ConfigurationLoader {
         }
         for (keyNode, valueNode) in sections {
             let section = keyNode.string ?? ""
+            positions[section] = location(keyNode)
             let sectionKeys = ConfigurationKey.all.filter { $0.path.hasPrefix(section + ".") }
             guard !sectionKeys.isEmpty else {
                 let known = Set(ConfigurationKey.all.map { String($0.path.split(separator: ".")[0]) })
@@ -334,7 +378,7 @@ struct ConfigurationLoader {
     /// Rules that span keys.
     mutating func validate(_ configuration: WorkerConfiguration) {
         func check(_ condition: Bool, _ key: String, _ message: String) {
-            if !condition { problems.append(.init(location: positions[key] ?? file, key: key, message: message)) }
+            if !condition { problems.append(.init(location: position(key), key: key, message: message)) }
         }
         check(!configuration.kafka.bootstrap.isEmpty, "kafka.bootstrap", "must name brokers (host:port,…) or be \"embedded\"")
         check(!configuration.kafka.groupID.isEmpty, "kafka.group_id", "must not be empty")
@@ -344,19 +388,91 @@ struct ConfigurationLoader {
         check(configuration.backpressure.lowWatermark < configuration.backpressure.highWatermark, "backpressure.low_watermark",
               "must be below backpressure.high_watermark (\(configuration.backpressure.highWatermark))")
         check([1, 5, 10].contains(configuration.activity.defaultPriority), "activity.default_priority", "must be 1, 5 or 10")
-        let endpoint = configuration.apns.endpoint
+        validateAPNs(configuration.apns)
+        if !configuration.admin.listen.isEmpty {
+            check(WorkerConfiguration.hostAndPort(configuration.admin.listen, ports: 0...65535) != nil, "admin.listen",
+                  "expected host:port with a port from 0 to 65535, or empty to turn the endpoint off; got \(configuration.admin.listen.debugDescription)")
+        }
+    }
+
+    /// Where to point for `keys`: the first one set, else its section, else
+    /// the top of the file.
+    func position(_ keys: String...) -> String {
+        for key in keys {
+            if let position = positions[key] { return position }
+        }
+        for key in keys {
+            if let section = key.split(separator: ".").first, let position = positions[String(section)] { return position }
+        }
+        return "\(file):1:1"
+    }
+
+    /// The endpoint, the key and the trust roots, read now so that a bad one
+    /// stops the worker before anything starts.
+    mutating func validateAPNs(_ apns: WorkerConfiguration.APNs) {
+        func fail(_ key: String, _ message: String, near fallback: String = "apns.endpoint") {
+            problems.append(.init(location: position(key, fallback), key: key, message: message))
+        }
+        if apns.requestTimeout <= 0 { fail("apns.request_timeout", "must be more than 0s") }
+        let endpoint = apns.endpoint
         if endpoint == "production" || endpoint == "sandbox" {
-            check(configuration.apns.teamID.count == 10, "apns.team_id", "must be the 10-character team id for a real APNs endpoint")
-            check(configuration.apns.keyID.count == 10, "apns.key_id", "must be the 10-character key id for a real APNs endpoint")
-            check(!configuration.apns.keyPath.isEmpty, "apns.key_path", "must name the .p8 key file for a real APNs endpoint")
+            if apns.teamID.count != 10 { fail("apns.team_id", "must be the 10-character team id for a real APNs endpoint") }
+            if apns.keyID.count != 10 { fail("apns.key_id", "must be the 10-character key id for a real APNs endpoint") }
         } else if endpoint != "simulator" {
-            check(endpoint.split(separator: ":").count == 2 && Int(endpoint.split(separator: ":").last ?? "") != nil, "apns.endpoint",
-                  "expected production, sandbox, simulator or host:port, got \(endpoint.debugDescription)")
+            guard WorkerConfiguration.hostAndPort(endpoint, ports: 1...65535) != nil else {
+                fail("apns.endpoint", "expected production, sandbox, simulator or host:port with a port from 1 to 65535, got \(endpoint.debugDescription)")
+                return
+            }
+            if apns.teamID.isEmpty { fail("apns.team_id", "must be set for endpoint \(endpoint.debugDescription): the provider token names it") }
+            if apns.keyID.isEmpty { fail("apns.key_id", "must be set for endpoint \(endpoint.debugDescription): the provider token names it") }
         }
-        if !configuration.apns.keyPath.isEmpty {
-            check(FileManager.default.isReadableFile(atPath: configuration.apns.keyPath), "apns.key_path",
-                  "\(configuration.apns.keyPath) cannot be read")
+        if apns.keyPath.isEmpty {
+            if endpoint != "simulator" {
+                fail("apns.key_path", "must name the .p8 signing key file (PKCS#8 PEM) for endpoint \(endpoint.debugDescription)")
+            }
+        } else if let problem = Self.signingKeyProblem(path: apns.keyPath) {
+            fail("apns.key_path", problem)
         }
+        for path in apns.trustRoots {
+            if let problem = Self.fileProblem(path) ?? Self.certificateProblem(path: path) {
+                fail("apns.trust_roots", problem, near: "apns.trust_roots")
+            }
+        }
+    }
+
+    /// Why a file cannot be read, saying which of the usual reasons it is.
+    static func fileProblem(_ path: String) -> String? {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return "\(path) does not exist" }
+        if isDirectory.boolValue { return "\(path) is a directory, not a file" }
+        guard FileManager.default.isReadableFile(atPath: path) else { return "\(path) cannot be read (permission denied)" }
+        return nil
+    }
+
+    /// Why the file is not an APNs signing key: missing, unreadable, not a
+    /// PKCS#8 PEM private key, or a key of another curve than P-256. Never
+    /// quotes the file.
+    static func signingKeyProblem(path: String) -> String? {
+        if let problem = fileProblem(path) { return problem }
+        guard let data = FileManager.default.contents(atPath: path), let pem = String(data: data, encoding: .utf8) else {
+            return "\(path) is not a text PEM file"
+        }
+        if (try? P256.Signing.PrivateKey(pemRepresentation: pem)) != nil { return nil }
+        if (try? P384.Signing.PrivateKey(pemRepresentation: pem)) != nil {
+            return "\(path) is a P-384 key; APNs signing keys are P-256 (ES256)"
+        }
+        if (try? P521.Signing.PrivateKey(pemRepresentation: pem)) != nil {
+            return "\(path) is a P-521 key; APNs signing keys are P-256 (ES256)"
+        }
+        return "\(path) is not a P-256 private key in PKCS#8 PEM (a .p8 file starting with -----BEGIN PRIVATE KEY-----)"
+    }
+
+    /// Why the file is not a PEM file of CA certificates.
+    static func certificateProblem(path: String) -> String? {
+        guard let certificates = try? NIOSSLCertificate.fromPEMFile(path), !certificates.isEmpty else {
+            return "\(path) is not a PEM file of certificates (-----BEGIN CERTIFICATE-----)"
+        }
+        return nil
     }
 
     /// ` (did you mean X?)` when a known name is within two edits.

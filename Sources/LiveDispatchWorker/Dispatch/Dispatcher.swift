@@ -201,8 +201,16 @@ public final class Dispatcher: Service, Sendable {
             observe: { [self] observation in observe(observation) },
             pushSent: { [self] outcome, seconds in pushSent(outcome, seconds: seconds) },
             writeFailed: { [self] produce, error, attempt in
-                logger.error("Writing to Kafka failed; retrying", metadata: [
-                    "kafka.topic": "\(configuration.topic(produce.topic))", "kafka.error": "\(error)", "kafka.attempt": "\(attempt)",
+                let topic = configuration.topic(produce.topic)
+                guard error.isPermanent else {
+                    logger.error("Writing to Kafka failed; retrying", metadata: [
+                        "kafka.topic": "\(topic)", "kafka.error": "\(error)", "kafka.attempt": "\(attempt)",
+                    ])
+                    return
+                }
+                metrics.writeDropped(topic: topic)
+                logger.error("Kafka refused a record for good; not retrying", metadata: [
+                    "kafka.topic": "\(topic)", "kafka.error": "\(error)", "kafka.bytes": "\(produce.value?.count ?? 0)",
                 ])
             },
             outstandingChanged: { [self] delta in outstandingChanged(by: delta) })
@@ -269,6 +277,7 @@ public final class Dispatcher: Service, Sendable {
 
     private func pushSent(_ outcome: APNsOutcome, seconds: Double) {
         metrics.pushSent(outcome, seconds: seconds)
+        logger.trace("APNs answered a push", metadata: ["apns.outcome": "\(outcome.label)", "apns.seconds": "\(seconds)"])
         if case .misconfigured(let error) = outcome {
             logger.error("APNs refuses every push: fix the configuration", metadata: ["apns.error": "\(error)"])
         }
@@ -282,7 +291,9 @@ public final class Dispatcher: Service, Sendable {
             logger.info("Token removed", metadata: ["activity.id": "\(activity)", "apns.token": "\(token.hex)", "apns.reason": "\(reason)"])
         case .deadLettered(let letter):
             logger.info("Dead-lettered", metadata: ["dead_letter.reason": "\(letter.reason)", "activity.id": "\(letter.activityID?.rawValue ?? "")"])
-        case .pushCompleted, .activityExpired:
+        case .pushCompleted(let activity, let commands, _, _):
+            logger.trace("Activity push completed", metadata: ["activity.id": "\(activity.activityID)", "activity.version": "\(activity.version)", "activity.commands": "\(commands)"])
+        case .activityExpired:
             break
         }
     }

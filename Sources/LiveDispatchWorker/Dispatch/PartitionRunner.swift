@@ -207,6 +207,11 @@ final class PartitionRunner: Sendable {
     private func retryWrite(_ produce: PartitionDispatcher.Produce, error: KafkaError, attempt: Int) {
         guard !isClosed else { return }
         services.writeFailed(produce, error, attempt)
+        if error.isPermanent {
+            // Kafka refuses this record for good: give it up rather than block the partition.
+            deliver(.acknowledged(produce.ticket))
+            return
+        }
         let delay = min(30, 0.2 * Double(1 << min(attempt, 8)))
         eventLoop.scheduleTask(in: .milliseconds(Int64(exactly: (delay * 1000).rounded()) ?? 30_000)) { [weak self] in
             guard let self, !self.isClosed else { return }

@@ -63,6 +63,11 @@ public struct WorkerMetrics: Sendable {
         counter("livedispatch_dead_letters_total", [("reason", reason.rawValue)]).increment()
     }
 
+    /// A record Kafka refused for good and that was given up.
+    func writeDropped(topic: String) {
+        counter("livedispatch_kafka_writes_dropped_total", [("topic", topic)]).increment()
+    }
+
     func paused(_ isPaused: Bool) {
         Gauge(label: "livedispatch_consumer_paused", dimensions: [], factory: factory).record(isPaused ? 1 : 0)
     }

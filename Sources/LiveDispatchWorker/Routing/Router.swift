@@ -83,6 +83,9 @@ public final class Router: Service, Sendable {
         let tracked = OffsetTracker.Partition(topic: record.topic, number: record.partition)
         metrics.recordConsumed(record.topic)
         let outputs = outputs(for: record, now: now)
+        logger.trace("Event routed", metadata: [
+            "kafka.source": "\(record.topic)[\(record.partition)]@\(record.offset)", "router.outputs": "\(outputs.count)",
+        ])
         var deliveries: [(Output, Result<KafkaPendingDelivery, KafkaError>)] = []
         let gate: BackpressureGate.Action = state.withLock { state in
             try? state.tracker.read(tracked, offset: record.offset)
@@ -108,14 +111,30 @@ public final class Router: Service, Sendable {
     /// librdkafka's own retries), enqueues it again with a backoff, so an
     /// event's offset is committed only once all it produced is stored. A
     /// command sent twice is harmless: applying the same patch again gives
-    /// the same state.
-    private func deliver(_ output: Output, first: Result<KafkaPendingDelivery, KafkaError>, record: KafkaRecord) async -> Bool {
-        var pending = first
+    /// the same state. A record Kafka refuses for good (too large, an
+    /// invalid topic) is never retried: a command becomes a dead letter of
+    /// its event, and a dead letter that cannot be written either is
+    /// counted, logged and given up, so the loop ends and the event
+    /// completes. Transient failures are retried until shutdown.
+    private func deliver(_ first: Output, first pendingFirst: Result<KafkaPendingDelivery, KafkaError>, record: KafkaRecord) async -> Bool {
+        var output = first
+        var pending = pendingFirst
         var attempt = 0
         while true {
             do {
                 _ = try await pending.get().wait()
                 return true
+            } catch where error.isPermanent {
+                metrics.writeDropped(topic: output.topic)
+                logger.error("Kafka refused a routed record for good; not retrying", metadata: [
+                    "kafka.topic": "\(output.topic)", "kafka.source": "\(record.topic)[\(record.partition)]@\(record.offset)",
+                    "kafka.error": "\(error)", "kafka.bytes": "\(output.value.count)",
+                ])
+                if output.topic == configuration.topic(.deadLetters) { return true }
+                output = deadLetter(
+                    for: record, reason: .produceRefused, message: "Kafka refused the record produced for this event: \(error)", rule: nil,
+                    now: UnixTime(seconds: Date().timeIntervalSince1970))
+                attempt = 0
             } catch {
                 attempt += 1
                 logger.error("Writing a routed record failed; retrying", metadata: [
@@ -124,9 +143,9 @@ public final class Router: Service, Sendable {
                 ])
                 try? await Task.sleep(for: .seconds(min(30, 0.2 * Double(1 << min(attempt, 8)))))
                 if Task.isCancelled { return false }
-                pending = Result { () throws(KafkaError) in
-                    try producer.enqueue(topic: output.topic, key: output.key, value: output.value)
-                }
+            }
+            pending = Result { () throws(KafkaError) in
+                try producer.enqueue(topic: output.topic, key: output.key, value: output.value)
             }
         }
     }
@@ -143,13 +162,7 @@ public final class Router: Service, Sendable {
         let keyText = record.key.map { String(decoding: $0, as: UTF8.self) }
         let value = record.value ?? []
         func deadLetter(_ reason: DeadLetterReason, _ message: String, rule: String?) -> Output {
-            let letter = DeadLetter(
-                reason: reason, message: message, rule: rule,
-                origin: .init(topic: record.topic, partition: record.partition, offset: record.offset, key: keyText, value: String(validating: value, as: UTF8.self)),
-                deadLetteredAt: now)
-            metrics.deadLettered(reason)
-            observer?(letter)
-            return Output(topic: configuration.topic(.deadLetters), key: record.key, value: letter.json.serialized())
+            self.deadLetter(for: record, reason: reason, message: message, rule: rule, now: now)
         }
         if value.count > configuration.limits.maxEventBytes {
             metrics.eventRouted("too_large")
@@ -160,7 +173,7 @@ public final class Router: Service, Sendable {
         var outputs: [Output] = []
         for outcome in rules.current.evaluate(
             topic: record.topic, partition: record.partition, offset: record.offset, key: keyText, headers: headers,
-            timestamp: timestamp, value: value, now: now)
+            timestamp: timestamp, value: value, now: now, eventLimits: RuleSet.eventLimits(maxBytes: configuration.limits.maxEventBytes))
         {
             switch outcome {
             case .command(let command):
@@ -175,6 +188,19 @@ public final class Router: Service, Sendable {
             }
         }
         return outputs
+    }
+
+    /// The dead letter of an event, cut to ``DeadLetter/maxBytes``.
+    func deadLetter(for record: KafkaRecord, reason: DeadLetterReason, message: String, rule: String?, now: UnixTime) -> Output {
+        let letter = DeadLetter(
+            reason: reason, message: message, rule: rule,
+            origin: .init(
+                topic: record.topic, partition: record.partition, offset: record.offset,
+                key: record.key.map { String(decoding: $0, as: UTF8.self) }, valueBytes: record.value),
+            deadLetteredAt: now)
+        metrics.deadLettered(reason)
+        observer?(letter)
+        return Output(topic: configuration.topic(.deadLetters), key: record.key, value: letter.serialized())
     }
 
     private func complete(_ partition: OffsetTracker.Partition, offset: Int64) {
