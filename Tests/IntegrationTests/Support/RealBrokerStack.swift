@@ -42,31 +42,16 @@ final class RealBrokerStack: Sendable {
 
     /// Writes a worker configuration for this broker with the in-process APNs simulator.
     func writeConfiguration(group: String = "tansu", adminPort: Int? = nil) throws -> String {
-        let path = directory.appendingPathComponent("worker-\(UUID().uuidString.prefix(6)).yaml").path
-        let yaml = """
-            kafka:
-              bootstrap: \(bootstrap)
-              group_id: \(group)
-              create_topics: true
-              partitions: \(partitions)
-              properties:
-                session.timeout.ms: "6000"
-                heartbeat.interval.ms: "300"
-            rules:
-              path: \(TestPaths.repositoryRoot.appendingPathComponent("Config/rules").path)
-              reload_interval: 0
-            apns:
-              endpoint: simulator
-            coalesce:
-              window: 100ms
-              max_delay: 500ms
-            admin:
-              listen: "\(adminPort.map { "127.0.0.1:\($0)" } ?? "")"
-            shutdown:
-              timeout: 10s
-            """
-        try Data(yaml.utf8).write(to: URL(fileURLWithPath: path))
-        return path
+        try writeWorkerConfiguration(
+            in: directory, bootstrap: bootstrap, group: group, partitions: partitions, createTopics: true, sections: """
+                apns:
+                  endpoint: simulator
+                coalesce:
+                  window: 100ms
+                  max_delay: 500ms
+                admin:
+                  listen: "\(adminPort.map { "127.0.0.1:\($0)" } ?? "")"
+                """)
     }
 
     /// A worker started with `arguments` after `run --config`; its simulator

@@ -63,41 +63,26 @@ final class WorkerStack: Sendable {
         group: String = "e2e", window: String = "250ms", maxDelay: String = "1s", adminPort: Int? = nil,
         maxInFlight: Int = 256, extra: String = ""
     ) throws -> String {
-        let path = directory.appendingPathComponent("worker-\(UUID().uuidString.prefix(6)).yaml").path
-        let yaml = """
-            kafka:
-              bootstrap: \(bootstrap)
-              group_id: \(group)
-              create_topics: false
-              partitions: \(partitions)
-              properties:
-                session.timeout.ms: "6000"
-                heartbeat.interval.ms: "300"
-                log_level: "3"
-            rules:
-              path: \(TestPaths.repositoryRoot.appendingPathComponent("Config/rules").path)
-              reload_interval: 0
-            apns:
-              endpoint: 127.0.0.1:\(apnsPort)
-              bundle_id: \(Self.bundleID)
-              team_id: \(Self.teamID)
-              key_id: \(Self.keyID)
-              key_path: \(directory.appendingPathComponent("key.p8").path)
-              trust_roots: [\(directory.appendingPathComponent("sim.pem").path)]
-              connections: 2
-            coalesce:
-              window: \(window)
-              max_delay: \(maxDelay)
-            limits:
-              max_in_flight_per_activity: \(maxInFlight)
-            admin:
-              listen: "\(adminPort.map { "127.0.0.1:\($0)" } ?? "")"
-            shutdown:
-              timeout: 10s
-            \(extra)
-            """
-        try Data(yaml.utf8).write(to: URL(fileURLWithPath: path))
-        return path
+        try writeWorkerConfiguration(
+            in: directory, bootstrap: bootstrap, group: group, partitions: partitions, createTopics: false,
+            properties: ["log_level": "3"], sections: """
+                apns:
+                  endpoint: 127.0.0.1:\(apnsPort)
+                  bundle_id: \(Self.bundleID)
+                  team_id: \(Self.teamID)
+                  key_id: \(Self.keyID)
+                  key_path: \(directory.appendingPathComponent("key.p8").path)
+                  trust_roots: [\(directory.appendingPathComponent("sim.pem").path)]
+                  connections: 2
+                coalesce:
+                  window: \(window)
+                  max_delay: \(maxDelay)
+                limits:
+                  max_in_flight_per_activity: \(maxInFlight)
+                admin:
+                  listen: "\(adminPort.map { "127.0.0.1:\($0)" } ?? "")"
+                \(extra)
+                """)
     }
 
     /// Starts a worker and waits until it has restored `partitions` partitions.
@@ -183,6 +168,37 @@ final class WorkerStack: Sendable {
         text.split(separator: "\n").filter { ($0.hasPrefix(name + "{") || $0.hasPrefix(name + " ")) && (labels.isEmpty || $0.contains(labels)) }
             .compactMap { Double($0.split(separator: " ").last ?? "") }.reduce(0, +)
     }
+}
+
+/// Writes a test worker's configuration file into `directory` and returns its
+/// path: Kafka at `bootstrap` with quick group liveness (a stopped worker's
+/// partitions move within seconds), the shipped rules never reloaded, a 10 s
+/// shutdown bound, then `sections` (YAML) as they are.
+func writeWorkerConfiguration(
+    in directory: URL, bootstrap: String, group: String, partitions: Int, createTopics: Bool,
+    properties: [String: String] = [:], sections: String
+) throws -> String {
+    let path = directory.appendingPathComponent("worker-\(UUID().uuidString.prefix(6)).yaml").path
+    let extraProperties = properties.sorted { $0.key < $1.key }.map { "    \($0.key): \"\($0.value)\"" }.joined(separator: "\n")
+    let yaml = """
+        kafka:
+          bootstrap: \(bootstrap)
+          group_id: \(group)
+          create_topics: \(createTopics)
+          partitions: \(partitions)
+          properties:
+            session.timeout.ms: "6000"
+            heartbeat.interval.ms: "300"
+        \(extraProperties)
+        rules:
+          path: \(TestPaths.repositoryRoot.appendingPathComponent("Config/rules").path)
+          reload_interval: 0
+        shutdown:
+          timeout: 10s
+        \(sections)
+        """
+    try Data(yaml.utf8).write(to: URL(fileURLWithPath: path))
+    return path
 }
 
 /// One line of the simulator's record file.
