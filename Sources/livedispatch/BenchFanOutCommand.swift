@@ -127,8 +127,10 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         try await waitFor("the worker to store \(tokens) tokens (log: \(logPath))", timeout: max(120, Double(tokens) / 2_000)) {
             guard worker.isRunning else { throw BenchError(description: "the worker exited; see \(logPath)") }
             let metrics = try httpGet(admin + "/metrics").body
-            return Self.sample("livedispatch_records_consumed_total", labels: #"topic="tokens""#, in: metrics) >= Double(tokens)
-                && Self.sample("livedispatch_records_in_progress", labels: "", in: metrics) == 0
+            guard Self.sample("livedispatch_records_consumed_total", labels: #"topic="tokens""#, in: metrics) >= Double(tokens) else { return false }
+            // Every registration read is stored once nothing is in progress.
+            let status = try JSONValue.parse(httpGet(admin + "/status").body)
+            return status["in_progress"]?.integerValue == 0
         }
         let registered = ContinuousClock.now - registerStart
 

@@ -119,8 +119,11 @@ struct LiveActivityLifecycleTests {
         far.dismissalDate = time(1_020 + 6 * 3600)
         #expect(APNsRequest.expiration(of: far) == time(1_020 + 6 * 3600))
 
+        let other = ActivityCommand(activityID: try ActivityID("match-8"), contentState: ["score": 0], staleDate: time(2_500))
+        _ = coalescer.receive(other, offset: 3, recordTime: time(1_990), now: time(1_990))
         let bare = ActivityCommand(activityID: try ActivityID("match-8"), event: .end, contentState: ["score": 0])
-        let bareEnd = try #require(coalescer.receive(bare, offset: 3, recordTime: time(2_000), now: time(2_000)).flushed)
+        let bareEnd = try #require(coalescer.receive(bare, offset: 4, recordTime: time(2_000), now: time(2_000)).flushed)
+        #expect(bareEnd.push.staleDate == nil)
         #expect(bareEnd.push.dismissalDate == nil)
         #expect(APNsRequest.expiration(of: bareEnd.push) == time(2_000) + APNsRequest.defaultEndLifetime)
     }
