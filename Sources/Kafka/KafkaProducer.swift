@@ -53,6 +53,15 @@ public final class KafkaProducer: Service, Sendable {
         if let error { throw error }
     }
 
+    /// Looks up where `topics` live now, so the first record to each does
+    /// not wait for that lookup (about a second on some clusters).
+    public func prepare(topics: [String], timeout: Duration = .seconds(10)) async throws(KafkaError) {
+        let client = self.client
+        let milliseconds = Int32(clamping: timeout.milliseconds)
+        let error = await DedicatedThread.run(name: "kafka-metadata") { client.prepare(topics: topics, timeoutMilliseconds: milliseconds) }
+        if let error { throw error }
+    }
+
     /// Records queued or in flight.
     public var outstandingRecords: Int { client.outstandingRecords }
 

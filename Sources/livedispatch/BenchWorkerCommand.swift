@@ -1,3 +1,4 @@
+import APNsSimulator
 import ArgumentParser
 import Foundation
 import Kafka
@@ -73,6 +74,10 @@ struct BenchWorkerCommand: AsyncParsableCommand {
             for delivery in pending { _ = try await delivery.wait() }
             try await waitUntilIdle(worker)
 
+            // A backend's producer is long-running: it knows where the topic
+            // lives before the first event is timed.
+            try await producer.prepare(topics: ["sports.scores"])
+
             // Events at the offered rate, in slices of 10 ms.
             var sentAt = Array(repeating: [Double](), count: activities)
             var scores = Array(repeating: 0, count: activities)
@@ -106,12 +111,16 @@ struct BenchWorkerCommand: AsyncParsableCommand {
             let pushes = simulator.pushes.filter { tokenActivity[$0.deviceToken] != nil }
             let finished = pushes.map(\.receivedAt).max() ?? publishedBy
             var latencies: [Double] = []
+            var slowestBySecond: [Int: Double] = [:]
             for push in pushes {
                 guard let match = tokenActivity[push.deviceToken],
                       let score = push.payloadJSON?["aps"]?["content-state"]?["teamOneScore"]?.integerValue,
                       score >= 1, Int(score) <= sentAt[match].count
                 else { continue }
-                latencies.append(push.receivedAt - sentAt[match][Int(score) - 1])
+                let published = sentAt[match][Int(score) - 1]
+                latencies.append(push.receivedAt - published)
+                let second = min(max(0, Int((published - start).rounded(.down))), 3_600)
+                slowestBySecond[second] = max(slowestBySecond[second] ?? 0, push.receivedAt - published)
             }
             latencies.sort()
             func percentile(_ p: Double) -> Double {
@@ -124,9 +133,51 @@ struct BenchWorkerCommand: AsyncParsableCommand {
                 pushes out: \(pushes.count): \(String(format: "%.0f", Double(pushes.count) / elapsed)) pushes/s (\(String(format: "%.1f", Double(total * tokens) / Double(max(1, pushes.count)))) event-token pairs per push)
                 event-to-push latency ms: p50 \(String(format: "%.0f", percentile(0.5))), p90 \(String(format: "%.0f", percentile(0.9))), p99 \(String(format: "%.0f", percentile(0.99))), max \(String(format: "%.0f", (latencies.last ?? .nan) * 1000))
                 """)
+            print("slowest push by second of publication, ms: " + slowestBySecond.keys.sorted().map { String(format: "%.0f", (slowestBySecond[$0] ?? 0) * 1000) }.joined(separator: " "))
+            try await printStages(worker: worker, configuration: configuration, sentAt: sentAt, pushes: pushes, logger: logger)
             await worker.shutdown()
             try await group.waitForAll()
         }
+    }
+
+    /// Where the latency goes: from an event's publication to the router's
+    /// command (the `commands` record's timestamp), and from that command to
+    /// the push that carries it.
+    private func printStages(
+        worker: Worker, configuration: WorkerConfiguration, sentAt: [[Double]], pushes: [RecordedPush], logger: Logger
+    ) async throws {
+        let reader = KafkaPartitionReader(configuration: KafkaClientConfiguration(bootstrapServers: [worker.bootstrapServers], properties: ["log_level": "3"]), logger: logger)
+        var commandAt: [String: Double] = [:]
+        var router: [Double] = []
+        for partition in 0..<Int32(configuration.kafka.partitions) {
+            for record in try await reader.readAll(topic: configuration.topic(.commands), partition: partition) {
+                guard let value = record.value, let milliseconds = record.timestampMilliseconds,
+                      let command = try? JSONValue.parse(value),
+                      let activity = command["activity_id"]?.stringValue, activity.hasPrefix("match-bench-"),
+                      let match = Int(activity.dropFirst("match-bench-".count)), match < sentAt.count,
+                      let score = command["content_state"]?["teamOneScore"]?.integerValue, score >= 1, Int(score) <= sentAt[match].count
+                else { continue }
+                let at = Double(milliseconds) / 1000
+                commandAt["\(match)/\(score)"] = at
+                router.append(at - sentAt[match][Int(score) - 1])
+            }
+        }
+        var dispatcher: [Double] = []
+        for push in pushes {
+            guard let score = push.payloadJSON?["aps"]?["content-state"]?["teamOneScore"]?.integerValue,
+                  let match = push.deviceToken.prefix(8).isEmpty ? nil : Int(push.deviceToken.prefix(8), radix: 16),
+                  let at = commandAt["\(match)/\(score)"]
+            else { continue }
+            dispatcher.append(push.receivedAt - at)
+        }
+        func summary(_ values: [Double]) -> String {
+            let sorted = values.sorted()
+            guard !sorted.isEmpty else { return "n/a" }
+            func at(_ p: Double) -> String { String(format: "%.0f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1000) }
+            return "p50 \(at(0.5)), p90 \(at(0.9)), p99 \(at(0.99)), max \(at(1))"
+        }
+        print("event to command (router) ms: \(summary(router))")
+        print("command to push (dispatcher, window included) ms: \(summary(dispatcher))")
     }
 
     private func waitUntilIdle(_ worker: Worker) async throws {

@@ -258,6 +258,23 @@ final class RDKafkaProducerClient: Sendable {
         }
     }
 
+    /// Fetches the metadata of `topics` (blocking, at most
+    /// `timeoutMilliseconds` each) so the first record to each is sent at
+    /// once instead of waiting in librdkafka for a lookup of its leader.
+    func prepare(topics: [String], timeoutMilliseconds: Int32) -> KafkaError? {
+        for topic in topics {
+            guard let topicHandle = rd_kafka_topic_new(handle.pointer, topic, nil) else { continue }
+            defer { rd_kafka_topic_destroy(topicHandle) }
+            var metadata: UnsafePointer<rd_kafka_metadata>?
+            let error = rd_kafka_metadata(handle.pointer, 0, topicHandle, &metadata, timeoutMilliseconds)
+            if let metadata { rd_kafka_metadata_destroy(metadata) }
+            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                return KafkaError(code: .metadata, message: "the metadata of \(topic) could not be read", error: error)
+            }
+        }
+        return nil
+    }
+
     /// Waits (blocking) until every queued record was delivered or `timeoutMilliseconds` passed.
     func flush(timeoutMilliseconds: Int32) -> KafkaError? {
         let error = rd_kafka_flush(handle.pointer, timeoutMilliseconds)
