@@ -1,7 +1,7 @@
 # LiveDispatch: the two commands are `make run` and `make test`.
 SWIFT ?= swift
 
-.PHONY: bootstrap build test run release clean
+.PHONY: bootstrap build test run release clean openapi
 
 bootstrap:
 	./scripts/bootstrap
@@ -20,6 +20,11 @@ run: bootstrap
 
 release: bootstrap
 	$(SWIFT) build -c release
+
+# Regenerates the ingest API's server code from openapi.yaml (committed, so
+# neither builds nor CI run the generator).
+openapi:
+	./scripts/generate-openapi
 
 clean:
 	rm -rf .build

@@ -1,0 +1,122 @@
+import Crypto
+import Foundation
+import LiveDispatchCore
+import Testing
+
+/// The ingest API end to end: HTTP in, Kafka, the dispatcher, the APNs
+/// simulator out; and each class of refusal.
+@Suite("Ingest API", .serialized)
+struct IngestAPITests {
+    static let ingestKey = "ingest-key-for-tests"
+    static let readKey = "read-key-for-tests"
+
+    static func hash(_ key: String) -> String {
+        SHA256.hash(data: Array(key.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    }
+
+    /// The `http:` section of a worker with an ingest key and a read-only key.
+    static func http(rateLimit: Int = 1000, burst: Int = 1000, maxBody: Int = 65_536) -> String {
+        """
+        http:
+          max_body_bytes: \(maxBody)
+          rate_limit: \(rateLimit)
+          rate_burst: \(burst)
+          api_keys:
+            - name: backend
+              sha256: \(hash(ingestKey))
+              scopes: [ingest]
+            - name: dashboard
+              sha256: \(hash(readKey))
+              scopes: [read]
+        """
+    }
+
+    static let bearer = ["Authorization": "Bearer \(ingestKey)", "Content-Type": "application/json"]
+
+    static func problems(_ answer: HTTPAnswer) throws -> [String] {
+        try JSONValue.parse(answer.body)["problems"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } ?? []
+    }
+
+    @Test("a token registered and an update posted over HTTP reach the device as a push; the token is unregistered")
+    func updateReachesDevice() async throws {
+        let stack = try await WorkerStack(partitions: 2)
+        let port = try freePort()
+        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration(adminPort: port, extra: Self.http()))
+        let device = String(repeating: "a1", count: 32)
+
+        let registered = try httpRequest("POST", port: port, "/v1/tokens", headers: Self.bearer, body: #"{"activity_id": "match-http", "token": "\#(device)"}"#)
+        #expect(registered.status == 202, "\(registered)")
+        #expect(try JSONValue.parse(registered.body)["action"] == "register")
+
+        let update = try httpRequest(
+            "POST", port: port, "/v1/activities/match-http/update", headers: Self.bearer.merging(["Idempotency-Key": "req-1"]) { $1 },
+            body: #"{"content_state": {"teamOneScore": 3, "teamTwoScore": 1}, "priority": 10, "notification": {"alert": {"title": "Goal!", "body": "3–1"}}}"#)
+        #expect(update.status == 202, "\(update)")
+        let accepted = try JSONValue.parse(update.body)
+        #expect(accepted["command_id"] == "req-1" && accepted["activity_id"] == "match-http" && accepted["event"] == "update")
+
+        let push = try await stack.waitWithDiagnostics("the push to the registered device", workers: [worker]) {
+            stack.pushesByToken()[device]?.first
+        }
+        #expect(push.contentState["teamOneScore"] == .integer(3))
+        #expect(push.aps["alert"]?["title"] == "Goal!")
+
+        let command = try await waitFor("the command on the commands topic") {
+            try await stack.read("livedispatch.commands").first { $0.key == Array("match-http".utf8) }
+        }
+        #expect(try ActivityCommand(bytes: command.value ?? []).id == "req-1")
+
+        let removed = try httpRequest("DELETE", port: port, "/v1/tokens/\(device)?activity_id=match-http", headers: ["Authorization": "Bearer \(Self.ingestKey)"])
+        #expect(removed.status == 202, "\(removed)")
+        #expect(try JSONValue.parse(removed.body)["action"] == "unregister")
+        #expect(try await worker.stop() == 0)
+    }
+
+    @Test("refusals: 400 with a pointer per bad field, 401, 403, 413, 429 with Retry-After; the document is served")
+    func refusals() async throws {
+        let stack = try await WorkerStack(partitions: 1)
+        let port = try freePort()
+        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration(
+            adminPort: port, extra: Self.http(rateLimit: 1, burst: 25, maxBody: 2048)))
+        let update = "/v1/activities/match-400/update"
+
+        let document = try httpRequest("GET", port: port, "/v1/openapi.json")
+        #expect(document.status == 200)
+        #expect(try JSONValue.parse(document.body)["openapi"] == "3.1.0")
+
+        // 400: the commands topic's decoder, and the schema, each name the field.
+        #expect(try Self.problems(httpRequest("POST", port: port, update, headers: Self.bearer, body: #"{"priority": 3}"#)) == ["/priority"])
+        #expect(try Self.problems(httpRequest("POST", port: port, update, headers: Self.bearer, body: #"{"stale_date": 1e300}"#)) == ["/stale_date"])
+        #expect(try Self.problems(httpRequest("POST", port: port, update, headers: Self.bearer, body: #"{"content_state": "nope"}"#)) == ["/content_state"])
+        #expect(try Self.problems(httpRequest("POST", port: port, update, headers: Self.bearer, body: #"{"alert": {"title": "t"}}"#)) == ["/alert/body"])
+        let notJSON = try httpRequest("POST", port: port, update, headers: Self.bearer, body: "{")
+        #expect(notJSON.status == 400)
+        #expect(try JSONValue.parse(notJSON.body)["error"] == "invalid-request")
+        let unknown = try httpRequest("POST", port: port, update, headers: Self.bearer, body: #"{"colour": "blue"}"#)
+        #expect(unknown.status == 400)
+        let badToken = try httpRequest("POST", port: port, "/v1/tokens", headers: Self.bearer, body: #"{"activity_id": "a", "token": "abc"}"#)
+        #expect(try Self.problems(badToken) == ["/token"])
+
+        // 401 and 403.
+        let anonymous = try httpRequest("POST", port: port, update, headers: ["Content-Type": "application/json"], body: "{}")
+        #expect(anonymous.status == 401)
+        #expect(try JSONValue.parse(anonymous.body)["error"] == "unauthorized")
+        #expect(try httpRequest("POST", port: port, update, headers: ["Authorization": "Bearer wrong", "Content-Type": "application/json"], body: "{}").status == 401)
+        #expect(try httpRequest("POST", port: port, update, headers: ["Authorization": "Bearer \(Self.readKey)", "Content-Type": "application/json"], body: "{}").status == 403)
+
+        // 413: over http.max_body_bytes.
+        let large = #"{"content_state": {"text": ""# + String(repeating: "x", count: 4096) + #""}}"#
+        let tooLarge = try httpRequest("POST", port: port, update, headers: Self.bearer, body: large)
+        #expect(tooLarge.status == 413)
+        #expect(try JSONValue.parse(tooLarge.body)["error"] == "too-large")
+
+        // 429: the key's burst is spent; Retry-After says when to come back.
+        let limited = try await waitFor("the rate limit", timeout: .seconds(60)) { () -> HTTPAnswer? in
+            let answer = try httpRequest("POST", port: port, update, headers: Self.bearer, body: #"{"content_state": {"n": 1}}"#)
+            return answer.status == 429 ? answer : nil
+        }
+        #expect(Int(limited.headers["retry-after"] ?? "") ?? 0 >= 1)
+        #expect(try JSONValue.parse(limited.body)["error"] == "rate-limited")
+        #expect(try await worker.stop() == 0)
+    }
+}
