@@ -895,7 +895,7 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                 let path: Operations.UnregisterToken.Input.Path = .init(token: try converter.getPathParameterAsURI(
                     in: metadata.pathParameters,
                     name: "token",
-                    as: Swift.String.self
+                    as: Components.Schemas.DeviceToken.self
                 ))
                 let query: Operations.UnregisterToken.Input.Query = .init(
                     activityId: try converter.getRequiredQueryItemAsURI(
@@ -903,7 +903,7 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                         style: .form,
                         explode: true,
                         name: "activity_id",
-                        as: Swift.String.self
+                        as: Components.Schemas.ActivityID.self
                     ),
                     environment: try converter.getOptionalQueryItemAsURI(
                         in: request.soar_query,

@@ -6,10 +6,10 @@ import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     internal enum Parameters {
-        /// The activity's id (1 to 256 bytes of printable text).
+        /// The activity's id (1 to 256 bytes of text without control characters).
         ///
         /// - Remark: Generated from `#/components/parameters/ActivityID`.
-        internal typealias ActivityID = Swift.String
+        internal typealias ActivityID = Components.Schemas.ActivityID
         /// Becomes the command's id: a retried request with the same key makes
         /// the same command, which the worker applies once. 1 to 200 printable
         /// ASCII characters. Without it the worker makes a random id.

@@ -6,12 +6,14 @@ import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/schemas` section of the OpenAPI document.
     internal enum Schemas {
-        /// Unix seconds, or an ISO-8601 date-time string.
+        /// Unix seconds (0 to 253402300799, the end of year 9999), or an ISO-8601 date-time string.
         ///
         /// - Remark: Generated from `#/components/schemas/Date`.
         internal enum Date: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Date/case1`.
             case case1(Swift.Double)
+            /// ISO-8601, e.g. 2025-11-24T18:00:00Z or 2025-11-24T18:00:00.5+01:00.
+            ///
             /// - Remark: Generated from `#/components/schemas/Date/case2`.
             case case2(Swift.String)
             internal init(from decoder: any Swift.Decoder) throws {
@@ -92,6 +94,14 @@ extension Components {
                 ])
             }
         }
+        /// A device's update token, hexadecimal (up to 200 bytes).
+        ///
+        /// - Remark: Generated from `#/components/schemas/DeviceToken`.
+        internal typealias DeviceToken = Swift.String
+        /// 1 to 256 bytes of text without control characters.
+        ///
+        /// - Remark: Generated from `#/components/schemas/ActivityID`.
+        internal typealias ActivityID = Swift.String
         /// Braze's form of the alert (`notification.alert.title`, `notification.alert.body`, `notification.sound`); give it or `alert`, not both.
         ///
         /// - Remark: Generated from `#/components/schemas/Notification`.
@@ -447,11 +457,9 @@ extension Components {
         /// - Remark: Generated from `#/components/schemas/TokenRequest`.
         internal struct TokenRequest: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/TokenRequest/activity_id`.
-            internal var activityId: Swift.String
-            /// The device's update token, hexadecimal.
-            ///
+            internal var activityId: Components.Schemas.ActivityID
             /// - Remark: Generated from `#/components/schemas/TokenRequest/token`.
-            internal var token: Swift.String
+            internal var token: Components.Schemas.DeviceToken
             /// - Remark: Generated from `#/components/schemas/TokenRequest/environment`.
             internal var environment: Components.Schemas.Environment?
             /// - Remark: Generated from `#/components/schemas/TokenRequest/expires_at`.
@@ -460,12 +468,12 @@ extension Components {
             ///
             /// - Parameters:
             ///   - activityId:
-            ///   - token: The device's update token, hexadecimal.
+            ///   - token:
             ///   - environment:
             ///   - expiresAt:
             internal init(
-                activityId: Swift.String,
-                token: Swift.String,
+                activityId: Components.Schemas.ActivityID,
+                token: Components.Schemas.DeviceToken,
                 environment: Components.Schemas.Environment? = nil,
                 expiresAt: Components.Schemas.Date? = nil
             ) {
@@ -483,11 +491,11 @@ extension Components {
             internal init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
                 self.activityId = try container.decode(
-                    Swift.String.self,
+                    Components.Schemas.ActivityID.self,
                     forKey: .activityId
                 )
                 self.token = try container.decode(
-                    Swift.String.self,
+                    Components.Schemas.DeviceToken.self,
                     forKey: .token
                 )
                 self.environment = try container.decodeIfPresent(

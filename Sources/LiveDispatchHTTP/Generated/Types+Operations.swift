@@ -14,14 +14,14 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/start/POST/path`.
             internal struct Path: Sendable, Hashable {
-                /// The activity's id (1 to 256 bytes of printable text).
+                /// The activity's id (1 to 256 bytes of text without control characters).
                 ///
                 /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/start/POST/path/activity_id`.
                 internal var activityId: Components.Parameters.ActivityID
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - activityId: The activity's id (1 to 256 bytes of printable text).
+                ///   - activityId: The activity's id (1 to 256 bytes of text without control characters).
                 internal init(activityId: Components.Parameters.ActivityID) {
                     self.activityId = activityId
                 }
@@ -275,14 +275,14 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/update/POST/path`.
             internal struct Path: Sendable, Hashable {
-                /// The activity's id (1 to 256 bytes of printable text).
+                /// The activity's id (1 to 256 bytes of text without control characters).
                 ///
                 /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/update/POST/path/activity_id`.
                 internal var activityId: Components.Parameters.ActivityID
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - activityId: The activity's id (1 to 256 bytes of printable text).
+                ///   - activityId: The activity's id (1 to 256 bytes of text without control characters).
                 internal init(activityId: Components.Parameters.ActivityID) {
                     self.activityId = activityId
                 }
@@ -536,14 +536,14 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/end/POST/path`.
             internal struct Path: Sendable, Hashable {
-                /// The activity's id (1 to 256 bytes of printable text).
+                /// The activity's id (1 to 256 bytes of text without control characters).
                 ///
                 /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/end/POST/path/activity_id`.
                 internal var activityId: Components.Parameters.ActivityID
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - activityId: The activity's id (1 to 256 bytes of printable text).
+                ///   - activityId: The activity's id (1 to 256 bytes of text without control characters).
                 internal init(activityId: Components.Parameters.ActivityID) {
                     self.activityId = activityId
                 }
@@ -1031,12 +1031,12 @@ internal enum Operations {
                 /// The device token, hexadecimal.
                 ///
                 /// - Remark: Generated from `#/paths/v1/tokens/{token}/DELETE/path/token`.
-                internal var token: Swift.String
+                internal var token: Components.Schemas.DeviceToken
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
                 ///   - token: The device token, hexadecimal.
-                internal init(token: Swift.String) {
+                internal init(token: Components.Schemas.DeviceToken) {
                     self.token = token
                 }
             }
@@ -1046,7 +1046,7 @@ internal enum Operations {
                 /// The activity the token was registered for.
                 ///
                 /// - Remark: Generated from `#/paths/v1/tokens/{token}/DELETE/query/activity_id`.
-                internal var activityId: Swift.String
+                internal var activityId: Components.Schemas.ActivityID
                 /// - Remark: Generated from `#/paths/v1/tokens/{token}/DELETE/query/environment`.
                 internal var environment: Components.Schemas.Environment?
                 /// Creates a new `Query`.
@@ -1055,7 +1055,7 @@ internal enum Operations {
                 ///   - activityId: The activity the token was registered for.
                 ///   - environment:
                 internal init(
-                    activityId: Swift.String,
+                    activityId: Components.Schemas.ActivityID,
                     environment: Components.Schemas.Environment? = nil
                 ) {
                     self.activityId = activityId
