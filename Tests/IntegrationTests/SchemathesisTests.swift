@@ -31,7 +31,7 @@ struct SchemathesisTests {
                 "--max-examples", "40", "--seed", "1", "--workers", "2", "--request-timeout", "20",
                 "--report", "junit", "--report-dir", report.path,
             ],
-            executable: Self.executable, environment: ["NO_COLOR": "1", "SCHEMATHESIS_HOOKS": ""])
+            executable: Self.executable, currentDirectory: stack.directory, environment: ["NO_COLOR": "1"])
         #expect(result.status == 0, "schemathesis failed:\n\(result.standardOutput.suffix(6000))\n\(result.standardError.suffix(2000))")
         #expect(worker.isRunning)
         #expect(try await worker.stop() == 0)
