@@ -129,6 +129,7 @@ let package = Package(
             name: "LiveDispatchHTTP",
             dependencies: [
                 "LiveDispatchCore",
+                "LiveDispatchRules",
                 "LiveDispatchWorker",
                 "Kafka",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -231,7 +232,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LiveDispatchHTTPTests",
-            dependencies: ["LiveDispatchHTTP", "LiveDispatchWorker", "LiveDispatchCore"],
+            dependencies: ["LiveDispatchHTTP", "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchRules"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -28,7 +28,9 @@ struct APIKeyTable: Sendable {
         guard path.hasPrefix("/v1/"), path != "/v1/openapi.json" else { return nil }
         switch method {
         case .get, .head: return .read
-        default: return path.hasPrefix("/v1/activities/") || path == "/v1/tokens" || path.hasPrefix("/v1/tokens/") ? .ingest : .admin
+        default:
+            if path == "/v1/rules/explain" { return .read }
+            return path.hasPrefix("/v1/activities/") || path == "/v1/tokens" || path.hasPrefix("/v1/tokens/") ? .ingest : .admin
         }
     }
 

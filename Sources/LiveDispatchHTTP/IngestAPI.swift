@@ -1,10 +1,12 @@
 import Foundation
 import LiveDispatchCore
+import LiveDispatchRules
 
-/// The ingest routes of `openapi.yaml`: each request becomes the same
+/// The routes of `openapi.yaml`. Ingest: each request becomes the same
 /// `ActivityCommand` or `TokenRegistration` a backend would write to Kafka,
 /// read by the same decoders as the `commands` and `tokens` topics, and is
-/// produced there (key: the activity id) before the answer.
+/// produced there (key: the activity id) before the answer. Rules: an
+/// explanation of what the worker's rules make of an event.
 struct IngestAPI: APIProtocol {
     /// Produces one record and returns once Kafka acknowledged it.
     typealias Produce = @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void
@@ -14,6 +16,8 @@ struct IngestAPI: APIProtocol {
     let produce: Produce
     /// A fresh command id, for requests without `Idempotency-Key`.
     let makeID: @Sendable () -> String
+    /// The rules the worker runs now.
+    let rules: @Sendable () -> RuleSet
 
     /// What became of one request.
     enum Outcome<Accepted: Sendable>: Sendable {

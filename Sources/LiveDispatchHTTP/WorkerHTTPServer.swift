@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdCore
 import Kafka
 import LiveDispatchCore
+import LiveDispatchRules
 import LiveDispatchWorker
 import Logging
 import NIOCore
@@ -14,7 +15,8 @@ import ServiceLifecycle
 /// (the process runs), `GET /readyz` (every assigned partition is restored;
 /// 503 while not), `GET /metrics` (Prometheus text), `GET /status`
 /// (partitions owned, records in progress, paused or not), the ingest API of
-/// `openapi.yaml` under `/v1/` and its document at `/v1/openapi.json`.
+/// `openapi.yaml` under `/v1/` (the ingest routes and `POST /v1/rules/explain`)
+/// and its document at `/v1/openapi.json`.
 ///
 /// Hostile clients are bounded: `http.max_connections` connections are
 /// served at once (the rest wait in the listen backlog, holding no file
@@ -54,6 +56,7 @@ public struct WorkerHTTPServer: Service {
             exposition: exposition,
             commandsTopic: components.configuration.topic(.commands), tokensTopic: components.configuration.topic(.tokens),
             produce: { topic, key, value in _ = try await producer.send(topic: topic, key: key, value: value) },
+            rules: { [rules = components.rules] in rules.current },
             logger: components.logger)
     }
 
@@ -63,6 +66,7 @@ public struct WorkerHTTPServer: Service {
         listen: String, configuration: WorkerConfiguration.HTTP, health: Health, exposition: Exposition?,
         commandsTopic: String, tokensTopic: String,
         produce: @escaping @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void,
+        rules: @escaping @Sendable () -> RuleSet,
         logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let parts = listen.split(separator: ":")
@@ -79,7 +83,8 @@ public struct WorkerHTTPServer: Service {
             Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
         }
         let api = IngestAPI(
-            commandsTopic: commandsTopic, tokensTopic: tokensTopic, produce: produce, makeID: { UUID().uuidString.lowercased() })
+            commandsTopic: commandsTopic, tokensTopic: tokensTopic, produce: produce, makeID: { UUID().uuidString.lowercased() },
+            rules: rules)
         try api.registerHandlers(on: router)
 
         // The loader keeps timeouts within 10 ms…24 h; a configuration built

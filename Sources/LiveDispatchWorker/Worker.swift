@@ -22,6 +22,8 @@ public struct WorkerHTTPComponents: Sendable {
     public let dispatcher: Dispatcher
     /// The worker's producer: what the ingest API accepts goes to Kafka through it.
     public let producer: KafkaProducer
+    /// The rules in force (hot reloads included).
+    public let rules: RuleSetStore
     public let logger: Logger
 }
 
@@ -125,7 +127,7 @@ public final class Worker: Sendable {
         // first, the dispatcher drains, the producer flushes last.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: producer), .init(service: dispatcher), .init(service: router)]
         if !configuration.admin.listen.isEmpty, let http {
-            let components = WorkerHTTPComponents(configuration: configuration, dispatcher: dispatcher, producer: producer, logger: logger)
+            let components = WorkerHTTPComponents(configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, logger: logger)
             services.append(.init(service: try http(components)))
         }
         if let replay = options.replay {

@@ -9,6 +9,7 @@ import Testing
 struct IngestAPITests {
     static let ingestKey = "ingest-key-for-tests"
     static let readKey = "read-key-for-tests"
+    static let operatorKey = "operator-key-for-tests"
 
     static func hash(_ key: String) -> String {
         SHA256.hash(data: Array(key.utf8)).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
@@ -28,6 +29,9 @@ struct IngestAPITests {
             - name: dashboard
               sha256: \(hash(readKey))
               scopes: [read]
+            - name: operator
+              sha256: \(hash(operatorKey))
+              scopes: [ingest, read]
         """
     }
 
@@ -109,6 +113,15 @@ struct IngestAPITests {
         let tooLarge = try httpRequest("POST", port: port, update, headers: Self.bearer, body: large)
         #expect(tooLarge.status == 413)
         #expect(try JSONValue.parse(tooLarge.body)["error"] == "too-large")
+
+        // The rules explained: a read key may, an ingest-only key may not.
+        let explain = #"{"topic": "sports.scores", "event": \#(goal("m1", home: 1, away: 0))}"#
+        let explained = try httpRequest(
+            "POST", port: port, "/v1/rules/explain", headers: ["Authorization": "Bearer \(Self.readKey)", "Content-Type": "application/json"], body: explain)
+        #expect(explained.status == 200, "\(explained)")
+        let outcomes = try JSONValue.parse(explained.body)["rules"]?.arrayValue ?? []
+        #expect(outcomes.contains { $0["status"] == "matched" && $0["commands"]?.arrayValue?.first?["activity_id"] == "match-m1" }, "\(explained.body)")
+        #expect(try httpRequest("POST", port: port, "/v1/rules/explain", headers: Self.bearer, body: explain).status == 403)
 
         // 429: the key's burst is spent; Retry-After says when to come back.
         let limited = try await waitFor("the rate limit", timeout: .seconds(60)) { () -> HTTPAnswer? in

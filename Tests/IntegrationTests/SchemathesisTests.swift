@@ -25,7 +25,7 @@ struct SchemathesisTests {
         let result = try runProcess(
             [
                 "run", "http://127.0.0.1:\(port)/v1/openapi.json",
-                "--header", "Authorization: Bearer \(IngestAPITests.ingestKey)",
+                "--header", "Authorization: Bearer \(IngestAPITests.operatorKey)",
                 "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance",
                 "--phases", "examples,fuzzing",
                 "--max-examples", "40", "--seed", "1", "--workers", "2", "--request-timeout", "20",

@@ -1,6 +1,7 @@
 import Foundation
 @testable import LiveDispatchHTTP
 import LiveDispatchCore
+import LiveDispatchRules
 import Synchronization
 import Testing
 
@@ -69,13 +70,14 @@ struct IngestCommandTests {
 
     @Test("an accepted command is produced to the commands topic under its activity id, once acknowledged")
     func produced() async throws {
+        let rules = try ExplainRulesTests.shippedRules()
         final class Records: Sendable {
             let produced = Mutex<[(String, [UInt8], [UInt8])]>([])
         }
         let records = Records()
         let api = IngestAPI(
             commandsTopic: "livedispatch.commands", tokensTopic: "livedispatch.tokens",
-            produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id-1" })
+            produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id-1" }, rules: { rules })
         let outcome = await api.submit(.end, activity: "match-42", idempotencyKey: nil, body: Update())
         guard case .accepted(let accepted) = outcome else {
             Issue.record("expected the command to be accepted, got \(outcome)")
@@ -90,10 +92,11 @@ struct IngestCommandTests {
     }
 
     @Test("a record Kafka did not acknowledge is a 503 with Retry-After, and nothing is accepted")
-    func unavailable() async {
+    func unavailable() async throws {
+        let rules = try ExplainRulesTests.shippedRules()
         struct Refused: Error {}
         let api = IngestAPI(
-            commandsTopic: "c", tokensTopic: "t", produce: { _, _, _ in throw Refused() }, makeID: { "id" })
+            commandsTopic: "c", tokensTopic: "t", produce: { _, _, _ in throw Refused() }, makeID: { "id" }, rules: { rules })
         guard case .unavailable(let error) = await api.submit(.update, activity: "a", idempotencyKey: nil, body: Update()) else {
             Issue.record("expected 503")
             return
@@ -102,8 +105,9 @@ struct IngestCommandTests {
     }
 
     @Test("token registrations use the tokens topic's decoder")
-    func tokens() async {
-        let api = IngestAPI(commandsTopic: "c", tokensTopic: "t", produce: { _, _, _ in }, makeID: { "id" })
+    func tokens() async throws {
+        let rules = try ExplainRulesTests.shippedRules()
+        let api = IngestAPI(commandsTopic: "c", tokensTopic: "t", produce: { _, _, _ in }, makeID: { "id" }, rules: { rules })
         let bad = await api.submit(registration: .object(["activity_id": "a", "token": "zz", "action": "register"]))
         guard case .invalid(let error) = bad else {
             Issue.record("a non-hex token must be refused")

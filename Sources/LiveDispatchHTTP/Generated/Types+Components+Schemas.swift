@@ -514,6 +514,141 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/ExplainRequest`.
+        internal struct ExplainRequest: Codable, Hashable, Sendable {
+            /// The domain topic the event came on.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ExplainRequest/topic`.
+            internal var topic: Swift.String
+            /// The event's JSON value.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ExplainRequest/event`.
+            internal var event: OpenAPIRuntime.OpenAPIObjectContainer
+            /// The record key, if the rules read it.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ExplainRequest/key`.
+            internal var key: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/ExplainRequest/now`.
+            internal var now: Components.Schemas.Date?
+            /// Creates a new `ExplainRequest`.
+            ///
+            /// - Parameters:
+            ///   - topic: The domain topic the event came on.
+            ///   - event: The event's JSON value.
+            ///   - key: The record key, if the rules read it.
+            ///   - now:
+            internal init(
+                topic: Swift.String,
+                event: OpenAPIRuntime.OpenAPIObjectContainer,
+                key: Swift.String? = nil,
+                now: Components.Schemas.Date? = nil
+            ) {
+                self.topic = topic
+                self.event = event
+                self.key = key
+                self.now = now
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case topic
+                case event
+                case key
+                case now
+            }
+            internal init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.topic = try container.decode(
+                    Swift.String.self,
+                    forKey: .topic
+                )
+                self.event = try container.decode(
+                    OpenAPIRuntime.OpenAPIObjectContainer.self,
+                    forKey: .event
+                )
+                self.key = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .key
+                )
+                self.now = try container.decodeIfPresent(
+                    Components.Schemas.Date.self,
+                    forKey: .now
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "topic",
+                    "event",
+                    "key",
+                    "now"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/RuleOutcome`.
+        internal struct RuleOutcome: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/RuleOutcome/rule`.
+            internal var rule: Swift.String
+            /// - Remark: Generated from `#/components/schemas/RuleOutcome/status`.
+            internal enum StatusPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case matched = "matched"
+                case notMatched = "not-matched"
+                case otherTopic = "other-topic"
+                case failed = "failed"
+            }
+            /// - Remark: Generated from `#/components/schemas/RuleOutcome/status`.
+            internal var status: Components.Schemas.RuleOutcome.StatusPayload
+            /// The commands the rule makes (matched).
+            ///
+            /// - Remark: Generated from `#/components/schemas/RuleOutcome/commands`.
+            internal var commands: [OpenAPIRuntime.OpenAPIObjectContainer]?
+            /// The parts of `when` that were false (not-matched), the failure (failed), or the topics the rule reads (other-topic).
+            ///
+            /// - Remark: Generated from `#/components/schemas/RuleOutcome/reasons`.
+            internal var reasons: [Swift.String]?
+            /// Creates a new `RuleOutcome`.
+            ///
+            /// - Parameters:
+            ///   - rule:
+            ///   - status:
+            ///   - commands: The commands the rule makes (matched).
+            ///   - reasons: The parts of `when` that were false (not-matched), the failure (failed), or the topics the rule reads (other-topic).
+            internal init(
+                rule: Swift.String,
+                status: Components.Schemas.RuleOutcome.StatusPayload,
+                commands: [OpenAPIRuntime.OpenAPIObjectContainer]? = nil,
+                reasons: [Swift.String]? = nil
+            ) {
+                self.rule = rule
+                self.status = status
+                self.commands = commands
+                self.reasons = reasons
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case rule
+                case status
+                case commands
+                case reasons
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Explanation`.
+        internal struct Explanation: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Explanation/topic`.
+            internal var topic: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Explanation/rules`.
+            internal var rules: [Components.Schemas.RuleOutcome]
+            /// Creates a new `Explanation`.
+            ///
+            /// - Parameters:
+            ///   - topic:
+            ///   - rules:
+            internal init(
+                topic: Swift.String,
+                rules: [Components.Schemas.RuleOutcome]
+            ) {
+                self.topic = topic
+                self.rules = rules
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case topic
+                case rules
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/CommandAccepted`.
         internal struct CommandAccepted: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/CommandAccepted/command_id`.

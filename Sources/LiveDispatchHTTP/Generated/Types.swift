@@ -30,6 +30,17 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/delete(unregisterToken)`.
     func unregisterToken(_ input: Operations.UnregisterToken.Input) async throws -> Operations.UnregisterToken.Output
+    /// Run the worker's rules on an event and say what each made of it
+    ///
+    /// What `livedispatch rules explain` prints, for the rules this worker
+    /// runs now: for each rule, whether it reads the topic, whether it
+    /// matched (and the commands it would make) or why not. Nothing is
+    /// produced. Needs a key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/rules/explain`.
+    /// - Remark: Generated from `#/paths//v1/rules/explain/post(explainRules)`.
+    func explainRules(_ input: Operations.ExplainRules.Input) async throws -> Operations.ExplainRules.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -105,6 +116,25 @@ extension APIProtocol {
             path: path,
             query: query,
             headers: headers
+        ))
+    }
+    /// Run the worker's rules on an event and say what each made of it
+    ///
+    /// What `livedispatch rules explain` prints, for the rules this worker
+    /// runs now: for each rule, whether it reads the topic, whether it
+    /// matched (and the commands it would make) or why not. Nothing is
+    /// produced. Needs a key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/rules/explain`.
+    /// - Remark: Generated from `#/paths//v1/rules/explain/post(explainRules)`.
+    internal func explainRules(
+        headers: Operations.ExplainRules.Input.Headers = .init(),
+        body: Operations.ExplainRules.Input.Body
+    ) async throws -> Operations.ExplainRules.Output {
+        try await explainRules(Operations.ExplainRules.Input(
+            headers: headers,
+            body: body
         ))
     }
 }
