@@ -30,29 +30,20 @@ struct IngestAPI: APIProtocol {
 
     func startActivity(_ input: Operations.StartActivity.Input) async throws -> Operations.StartActivity.Output {
         let body = switch input.body { case .json(let body): body }
-        switch await submit(.start, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body) {
-        case .accepted(let accepted): return .accepted(.init(body: .json(accepted)))
-        case .invalid(let error): return .badRequest(.init(body: .json(error.body)))
-        case .unavailable(let error): return .serviceUnavailable(.init(headers: .init(retryAfter: error.retryAfter ?? 1), body: .json(error.body)))
-        }
+        let outcome = await submit(.start, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body)
+        return Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
     }
 
     func updateActivity(_ input: Operations.UpdateActivity.Input) async throws -> Operations.UpdateActivity.Output {
         let body = switch input.body { case .json(let body): body }
-        switch await submit(.update, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body) {
-        case .accepted(let accepted): return .accepted(.init(body: .json(accepted)))
-        case .invalid(let error): return .badRequest(.init(body: .json(error.body)))
-        case .unavailable(let error): return .serviceUnavailable(.init(headers: .init(retryAfter: error.retryAfter ?? 1), body: .json(error.body)))
-        }
+        let outcome = await submit(.update, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body)
+        return Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
     }
 
     func endActivity(_ input: Operations.EndActivity.Input) async throws -> Operations.EndActivity.Output {
         let body = switch input.body { case .json(let body): body }
-        switch await submit(.end, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body) {
-        case .accepted(let accepted): return .accepted(.init(body: .json(accepted)))
-        case .invalid(let error): return .badRequest(.init(body: .json(error.body)))
-        case .unavailable(let error): return .serviceUnavailable(.init(headers: .init(retryAfter: error.retryAfter ?? 1), body: .json(error.body)))
-        }
+        let outcome = await submit(.end, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body)
+        return Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
     }
 
     /// Turns a request into a command with the `commands` topic's decoder and produces it.
@@ -108,11 +99,9 @@ struct IngestAPI: APIProtocol {
             return .badRequest(.init(body: .json(APIError.invalid("expected a JSON object").body)))
         }
         fields["action"] = .string(TokenRegistration.Action.register.rawValue)
-        switch await submit(registration: .object(fields)) {
-        case .accepted(let accepted): return .accepted(.init(body: .json(accepted)))
-        case .invalid(let error): return .badRequest(.init(body: .json(error.body)))
-        case .unavailable(let error): return .serviceUnavailable(.init(headers: .init(retryAfter: error.retryAfter ?? 1), body: .json(error.body)))
-        }
+        return Self.answer(
+            await submit(registration: .object(fields)),
+            accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
     }
 
     func unregisterToken(_ input: Operations.UnregisterToken.Input) async throws -> Operations.UnregisterToken.Output {
@@ -121,11 +110,9 @@ struct IngestAPI: APIProtocol {
             "action": .string(TokenRegistration.Action.unregister.rawValue),
         ]
         if let environment = input.query.environment { fields["environment"] = .string(environment.rawValue) }
-        switch await submit(registration: .object(fields), inParameters: true) {
-        case .accepted(let accepted): return .accepted(.init(body: .json(accepted)))
-        case .invalid(let error): return .badRequest(.init(body: .json(error.body)))
-        case .unavailable(let error): return .serviceUnavailable(.init(headers: .init(retryAfter: error.retryAfter ?? 1), body: .json(error.body)))
-        }
+        return Self.answer(
+            await submit(registration: .object(fields), inParameters: true),
+            accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
     }
 
     /// Reads a registration with the `tokens` topic's decoder and produces it.
@@ -144,6 +131,18 @@ struct IngestAPI: APIProtocol {
     }
 
     // MARK: Helpers
+
+    /// An outcome as one operation's own `Output`: its 202, 400 and 503 cases.
+    static func answer<Accepted, Output>(
+        _ outcome: Outcome<Accepted>, accepted: (Accepted) -> Output,
+        badRequest: (Components.Responses.BadRequest) -> Output, unavailable: (Components.Responses.Unavailable) -> Output
+    ) -> Output {
+        switch outcome {
+        case .accepted(let body): accepted(body)
+        case .invalid(let error): badRequest(.init(body: .json(error.body)))
+        case .unavailable(let error): unavailable(.init(headers: .init(retryAfter: error.retryAfter ?? 1), body: .json(error.body)))
+        }
+    }
 
     /// Produces a record; nil once Kafka acknowledged it, else the 503 to answer.
     private func send(_ topic: String, key: String, value: JSONValue) async -> APIError? {

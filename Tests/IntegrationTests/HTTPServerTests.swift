@@ -7,17 +7,10 @@ import Testing
 /// exhausting it (issue 9, defect 5).
 @Suite("HTTP server limits", .serialized)
 struct HTTPServerTests {
-    /// A worker whose HTTP server has these `http:` settings.
-    static func worker(_ stack: WorkerStack, port: Int, http: String) async throws -> BackgroundProcess {
-        let configuration = try stack.writeConfiguration(adminPort: port, extra: "http:\n" + http)
-        return try await stack.startWorker(configuration: configuration)
-    }
-
     @Test("/healthz, /readyz, /metrics and /status answer as before; other paths are 404; GET bodies are refused")
     func healthRoutes() async throws {
         let stack = try await WorkerStack(partitions: 2)
-        let port = try freePort()
-        let worker = try await Self.worker(stack, port: port, http: "  idle_timeout: 30s\n")
+        let (port, worker) = try await stack.startHTTPWorker(extra: "http:\n  idle_timeout: 30s\n")
         let health = try httpRequest("GET", port: port, "/healthz")
         #expect(health.status == 200 && health.body == "ok\n" && health.headers["content-type"] == "text/plain")
         let ready = try await waitFor("/readyz to say ready") {
@@ -43,9 +36,9 @@ struct HTTPServerTests {
     @Test("connections over http.max_connections wait until one closes, and hold no descriptor of the worker")
     func connectionCap() async throws {
         let stack = try await WorkerStack(partitions: 1)
-        let port = try freePort()
         let idle = 2.0
-        let worker = try await Self.worker(stack, port: port, http: """
+        let (port, worker) = try await stack.startHTTPWorker(extra: """
+            http:
               max_connections: 3
               idle_timeout: \(Int(idle))s
               header_timeout: 60s
@@ -80,8 +73,8 @@ struct HTTPServerTests {
     @Test("clients too slow with a request's head or body are cut off, while the idle timeout is far away")
     func timeouts() async throws {
         let stack = try await WorkerStack(partitions: 1)
-        let port = try freePort()
-        let worker = try await Self.worker(stack, port: port, http: """
+        let (port, worker) = try await stack.startHTTPWorker(extra: """
+            http:
               idle_timeout: 60s
               header_timeout: 1s
               request_timeout: 1s

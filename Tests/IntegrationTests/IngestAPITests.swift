@@ -44,8 +44,7 @@ struct IngestAPITests {
     @Test("a token registered and an update posted over HTTP reach the device as a push; the token is unregistered")
     func updateReachesDevice() async throws {
         let stack = try await WorkerStack(partitions: 2)
-        let port = try freePort()
-        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration(adminPort: port, extra: Self.http()))
+        let (port, worker) = try await stack.startHTTPWorker(extra: Self.http())
         let device = String(repeating: "a1", count: 32)
 
         let registered = try httpRequest("POST", port: port, "/v1/tokens", headers: Self.bearer, body: #"{"activity_id": "match-http", "token": "\#(device)"}"#)
@@ -79,9 +78,7 @@ struct IngestAPITests {
     @Test("refusals: 400 with a pointer per bad field, 401, 403, 413, 429 with Retry-After; the document is served")
     func refusals() async throws {
         let stack = try await WorkerStack(partitions: 1)
-        let port = try freePort()
-        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration(
-            adminPort: port, extra: Self.http(rateLimit: 1, burst: 25, maxBody: 2048)))
+        let (port, worker) = try await stack.startHTTPWorker(extra: Self.http(rateLimit: 1, burst: 25, maxBody: 2048))
         let update = "/v1/activities/match-400/update"
 
         let document = try httpRequest("GET", port: port, "/v1/openapi.json")

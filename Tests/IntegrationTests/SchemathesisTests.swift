@@ -18,9 +18,7 @@ struct SchemathesisTests {
             return
         }
         let stack = try await WorkerStack(partitions: 2)
-        let port = try freePort()
-        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration(
-            adminPort: port, extra: IngestAPITests.http(rateLimit: 100_000, burst: 100_000)))
+        let (port, worker) = try await stack.startHTTPWorker(extra: IngestAPITests.http(rateLimit: 100_000, burst: 100_000))
         let report = stack.directory.appendingPathComponent("schemathesis")
         let result = try runProcess(
             [

@@ -109,3 +109,13 @@ final class RawConnection {
 func openDescriptors(_ pid: Int32) -> Int {
     (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
 }
+
+extension WorkerStack {
+    /// Starts a worker whose HTTP server listens on a free port, with `extra`
+    /// (YAML, e.g. an `http:` section) added to its configuration.
+    func startHTTPWorker(extra: String) async throws -> (port: Int, worker: BackgroundProcess) {
+        let port = try freePort()
+        let worker = try await startWorker(configuration: try writeConfiguration(adminPort: port, extra: extra))
+        return (port, worker)
+    }
+}
