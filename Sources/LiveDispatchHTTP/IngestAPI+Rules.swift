@@ -48,10 +48,7 @@ extension IngestAPI {
         case .notMatched(let reasons):
             return .init(rule: explanation.rule, status: .notMatched, reasons: reasons)
         case .matched(let commands):
-            let objects = commands.compactMap { command in
-                try? JSONDecoder().decode(OpenAPIObjectContainer.self, from: Data(command.json.serialized()))
-            }
-            return .init(rule: explanation.rule, status: .matched, commands: objects)
+            return .init(rule: explanation.rule, status: .matched, commands: commands.compactMap { container($0.json) })
         case .failed(let failure):
             return .init(rule: explanation.rule, status: .failed, reasons: [failure.reason])
         }

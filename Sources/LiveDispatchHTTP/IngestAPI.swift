@@ -5,8 +5,8 @@ import LiveDispatchRules
 /// The routes of `openapi.yaml`. Ingest: each request becomes the same
 /// `ActivityCommand` or `TokenRegistration` a backend would write to Kafka,
 /// read by the same decoders as the `commands` and `tokens` topics, and is
-/// produced there (key: the activity id) before the answer. Rules: an
-/// explanation of what the worker's rules make of an event.
+/// produced there (key: the activity id) before the answer. Read: an
+/// explanation of what the worker's rules make of an event, dead letters.
 struct IngestAPI: APIProtocol {
     /// Produces one record and returns once Kafka acknowledged it.
     typealias Produce = @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void
@@ -18,6 +18,8 @@ struct IngestAPI: APIProtocol {
     let makeID: @Sendable () -> String
     /// The rules the worker runs now.
     let rules: @Sendable () -> RuleSet
+    /// Reads the `dead-letters` topic for `GET /v1/dead-letters`.
+    let scanDeadLetters: ScanDeadLetters
 
     /// What became of one request.
     enum Outcome<Accepted: Sendable>: Sendable {

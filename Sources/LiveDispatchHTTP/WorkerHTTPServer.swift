@@ -15,7 +15,8 @@ import ServiceLifecycle
 /// (the process runs), `GET /readyz` (every assigned partition is restored;
 /// 503 while not), `GET /metrics` (Prometheus text), `GET /status`
 /// (partitions owned, records in progress, paused or not), the ingest API of
-/// `openapi.yaml` under `/v1/` (the ingest routes and `POST /v1/rules/explain`)
+/// `openapi.yaml` under `/v1/` (the ingest routes, `POST /v1/rules/explain`,
+/// `GET /v1/dead-letters`)
 /// and its document at `/v1/openapi.json`.
 ///
 /// Hostile clients are bounded: `http.max_connections` connections are
@@ -57,16 +58,19 @@ public struct WorkerHTTPServer: Service {
             commandsTopic: components.configuration.topic(.commands), tokensTopic: components.configuration.topic(.tokens),
             produce: { topic, key, value in _ = try await producer.send(topic: topic, key: key, value: value) },
             rules: { [rules = components.rules] in rules.current },
+            scanDeadLetters: Self.deadLetterScanner(
+                client: components.kafka, topic: components.configuration.topic(.deadLetters), logger: components.logger),
             logger: components.logger)
     }
 
-    /// A server with its collaborators given as functions (the tests' way in).
+    /// A server with its collaborators given as functions.
     /// `onListening` is told the bound port (useful with port 0).
-    public init(
+    init(
         listen: String, configuration: WorkerConfiguration.HTTP, health: Health, exposition: Exposition?,
         commandsTopic: String, tokensTopic: String,
         produce: @escaping @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void,
         rules: @escaping @Sendable () -> RuleSet,
+        scanDeadLetters: @escaping @Sendable (DeadLetterQuery) async throws -> DeadLetterQuery,
         logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let parts = listen.split(separator: ":")
@@ -84,7 +88,7 @@ public struct WorkerHTTPServer: Service {
         }
         let api = IngestAPI(
             commandsTopic: commandsTopic, tokensTopic: tokensTopic, produce: produce, makeID: { UUID().uuidString.lowercased() },
-            rules: rules)
+            rules: rules, scanDeadLetters: scanDeadLetters)
         try api.registerHandlers(on: router)
 
         // The loader keeps timeouts within 10 ms…24 h; a configuration built
@@ -108,6 +112,21 @@ public struct WorkerHTTPServer: Service {
                 await onListening(bound)
             },
             logger: logger)
+    }
+
+    /// Reads every partition of the dead-letters topic to its end into a query.
+    static func deadLetterScanner(client: KafkaClientConfiguration, topic: String, logger: Logger) -> IngestAPI.ScanDeadLetters {
+        { query in
+            var query = query
+            let partitions = try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()[topic] ?? 0
+            let reader = KafkaPartitionReader(configuration: client, logger: logger)
+            for partition in 0..<Int32(clamping: partitions) {
+                try await reader.readToEnd(topic: topic, partition: partition, timeout: .seconds(10)) { record in
+                    query.consider(partition: record.partition, offset: record.offset, value: record.value)
+                }
+            }
+            return query
+        }
     }
 
     public func run() async throws {

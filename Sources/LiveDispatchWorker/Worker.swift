@@ -24,6 +24,8 @@ public struct WorkerHTTPComponents: Sendable {
     public let producer: KafkaProducer
     /// The rules in force (hot reloads included).
     public let rules: RuleSetStore
+    /// How to reach Kafka (e.g. to read the dead-letters topic).
+    public let kafka: KafkaClientConfiguration
     public let logger: Logger
 }
 
@@ -127,7 +129,7 @@ public final class Worker: Sendable {
         // first, the dispatcher drains, the producer flushes last.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: producer), .init(service: dispatcher), .init(service: router)]
         if !configuration.admin.listen.isEmpty, let http {
-            let components = WorkerHTTPComponents(configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, logger: logger)
+            let components = WorkerHTTPComponents(configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, kafka: client, logger: logger)
             services.append(.init(service: try http(components)))
         }
         if let replay = options.replay {

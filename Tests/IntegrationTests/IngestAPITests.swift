@@ -41,7 +41,7 @@ struct IngestAPITests {
         try JSONValue.parse(answer.body)["problems"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } ?? []
     }
 
-    @Test("a token registered and an update posted over HTTP reach the device as a push; the token is unregistered")
+    @Test("a token registered and an update posted over HTTP reach the device as a push; dead letters are listed; the token is unregistered")
     func updateReachesDevice() async throws {
         let stack = try await WorkerStack(partitions: 2)
         let (port, worker) = try await stack.startHTTPWorker(extra: Self.http())
@@ -68,6 +68,20 @@ struct IngestAPITests {
             try await stack.read("livedispatch.commands").first { $0.key == Array("match-http".utf8) }
         }
         #expect(try ActivityCommand(bytes: command.value ?? []).id == "req-1")
+
+        // After the end, an update is dead-lettered; the read API lists it.
+        #expect(try httpRequest("POST", port: port, "/v1/activities/match-http/end", headers: Self.bearer, body: "{}").status == 202)
+        #expect(try httpRequest("POST", port: port, "/v1/activities/match-http/update", headers: Self.bearer, body: #"{"content_state": {"teamOneScore": 4}}"#).status == 202)
+        let reader = ["Authorization": "Bearer \(Self.readKey)"]
+        let listed = try await waitFor("the dead letter in GET /v1/dead-letters") { () -> [JSONValue]? in
+            let answer = try httpRequest("GET", port: port, "/v1/dead-letters?activity=match-http&reason=activity-ended", headers: reader)
+            let letters = try JSONValue.parse(answer.body)["dead_letters"]?.arrayValue ?? []
+            return letters.isEmpty ? nil : letters
+        }
+        #expect(listed.count == 1)
+        #expect(listed.first?["dead_letter"]?["activity_id"] == "match-http")
+        #expect(try httpRequest("GET", port: port, "/v1/dead-letters?limit=0", headers: reader).status == 400)
+        #expect(try httpRequest("GET", port: port, "/v1/dead-letters", headers: ["Authorization": "Bearer \(Self.ingestKey)"]).status == 403)
 
         let removed = try httpRequest("DELETE", port: port, "/v1/tokens/\(device)?activity_id=match-http", headers: ["Authorization": "Bearer \(Self.ingestKey)"])
         #expect(removed.status == 202, "\(removed)")

@@ -580,6 +580,62 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/DeadLetterEntry`.
+        internal struct DeadLetterEntry: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/DeadLetterEntry/partition`.
+            internal var partition: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/DeadLetterEntry/offset`.
+            internal var offset: Swift.Int
+            /// The record as on the topic (reason, message, activity_id, token, rule, origin, details, dead_lettered_at).
+            ///
+            /// - Remark: Generated from `#/components/schemas/DeadLetterEntry/dead_letter`.
+            internal var deadLetter: OpenAPIRuntime.OpenAPIObjectContainer
+            /// Creates a new `DeadLetterEntry`.
+            ///
+            /// - Parameters:
+            ///   - partition:
+            ///   - offset:
+            ///   - deadLetter: The record as on the topic (reason, message, activity_id, token, rule, origin, details, dead_lettered_at).
+            internal init(
+                partition: Swift.Int,
+                offset: Swift.Int,
+                deadLetter: OpenAPIRuntime.OpenAPIObjectContainer
+            ) {
+                self.partition = partition
+                self.offset = offset
+                self.deadLetter = deadLetter
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case partition
+                case offset
+                case deadLetter = "dead_letter"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/DeadLetterList`.
+        internal struct DeadLetterList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/DeadLetterList/dead_letters`.
+            internal var deadLetters: [Components.Schemas.DeadLetterEntry]
+            /// How many records of the topic were read.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DeadLetterList/scanned`.
+            internal var scanned: Swift.Int
+            /// Creates a new `DeadLetterList`.
+            ///
+            /// - Parameters:
+            ///   - deadLetters:
+            ///   - scanned: How many records of the topic were read.
+            internal init(
+                deadLetters: [Components.Schemas.DeadLetterEntry],
+                scanned: Swift.Int
+            ) {
+                self.deadLetters = deadLetters
+                self.scanned = scanned
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case deadLetters = "dead_letters"
+                case scanned
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/RuleOutcome`.
         internal struct RuleOutcome: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/RuleOutcome/rule`.

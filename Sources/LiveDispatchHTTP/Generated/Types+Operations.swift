@@ -1284,6 +1284,272 @@ internal enum Operations {
             }
         }
     }
+    /// The newest dead letters, by activity and reason
+    ///
+    /// Reads the `dead-letters` topic (every partition, to its end at the
+    /// time of the request) and returns the newest matching records, newest
+    /// first. Needs a key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/dead-letters`.
+    /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)`.
+    internal enum ListDeadLetters {
+        internal static let id: Swift.String = "listDeadLetters"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/dead-letters/GET/query`.
+            internal struct Query: Sendable, Hashable {
+                /// Only dead letters of this activity id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/dead-letters/GET/query/activity`.
+                internal var activity: Swift.String?
+                /// Only dead letters with this reason (e.g. activity-ended, invalid-command, payload-too-large).
+                ///
+                /// - Remark: Generated from `#/paths/v1/dead-letters/GET/query/reason`.
+                internal var reason: Swift.String?
+                /// How many to return at most (1 to 500, default 50).
+                ///
+                /// - Remark: Generated from `#/paths/v1/dead-letters/GET/query/limit`.
+                internal var limit: Swift.Int?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - activity: Only dead letters of this activity id.
+                ///   - reason: Only dead letters with this reason (e.g. activity-ended, invalid-command, payload-too-large).
+                ///   - limit: How many to return at most (1 to 500, default 50).
+                internal init(
+                    activity: Swift.String? = nil,
+                    reason: Swift.String? = nil,
+                    limit: Swift.Int? = nil
+                ) {
+                    self.activity = activity
+                    self.reason = reason
+                    self.limit = limit
+                }
+            }
+            internal var query: Operations.ListDeadLetters.Input.Query
+            /// - Remark: Generated from `#/paths/v1/dead-letters/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListDeadLetters.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListDeadLetters.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ListDeadLetters.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            internal init(
+                query: Operations.ListDeadLetters.Input.Query = .init(),
+                headers: Operations.ListDeadLetters.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/dead-letters/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/dead-letters/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.DeadLetterList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.DeadLetterList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ListDeadLetters.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ListDeadLetters.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The newest matching dead letters.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListDeadLetters.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.ListDeadLetters.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is not valid; `problems` points at each bad field.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or one the worker does not know.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key lacks the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            internal var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The key's rate limit is spent; try again after `Retry-After` seconds.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Kafka did not acknowledge the record; nothing was accepted, retry later.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// Run the worker's rules on an event and say what each made of it
     ///
     /// What `livedispatch rules explain` prints, for the rules this worker

@@ -30,6 +30,16 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/delete(unregisterToken)`.
     func unregisterToken(_ input: Operations.UnregisterToken.Input) async throws -> Operations.UnregisterToken.Output
+    /// The newest dead letters, by activity and reason
+    ///
+    /// Reads the `dead-letters` topic (every partition, to its end at the
+    /// time of the request) and returns the newest matching records, newest
+    /// first. Needs a key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/dead-letters`.
+    /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)`.
+    func listDeadLetters(_ input: Operations.ListDeadLetters.Input) async throws -> Operations.ListDeadLetters.Output
     /// Run the worker's rules on an event and say what each made of it
     ///
     /// What `livedispatch rules explain` prints, for the rules this worker
@@ -114,6 +124,24 @@ extension APIProtocol {
     ) async throws -> Operations.UnregisterToken.Output {
         try await unregisterToken(Operations.UnregisterToken.Input(
             path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// The newest dead letters, by activity and reason
+    ///
+    /// Reads the `dead-letters` topic (every partition, to its end at the
+    /// time of the request) and returns the newest matching records, newest
+    /// first. Needs a key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/dead-letters`.
+    /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)`.
+    internal func listDeadLetters(
+        query: Operations.ListDeadLetters.Input.Query = .init(),
+        headers: Operations.ListDeadLetters.Input.Headers = .init()
+    ) async throws -> Operations.ListDeadLetters.Output {
+        try await listDeadLetters(Operations.ListDeadLetters.Input(
             query: query,
             headers: headers
         ))
