@@ -232,7 +232,12 @@ let package = Package(
         ),
         .testTarget(
             name: "LiveDispatchHTTPTests",
-            dependencies: ["LiveDispatchHTTP", "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchRules"],
+            dependencies: [
+                "LiveDispatchHTTP", "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchRules",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

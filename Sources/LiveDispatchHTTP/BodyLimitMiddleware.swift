@@ -20,7 +20,7 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
             if let declared, (declared ?? Int.max) > maxBytes { throw APIError.tooLarge(limit: maxBytes) }
             do {
                 _ = try await request.collectBody(upTo: maxBytes)
-            } catch let error as HTTPError where error.status == .contentTooLarge {
+            } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
                 throw APIError.tooLarge(limit: maxBytes)
             }
             return try await next(request, context)

@@ -24,9 +24,9 @@ struct ErrorResponseMiddleware<Context: RequestContext>: RouterMiddleware {
         case let error as ServerError:
             // The generated server wraps what it could not decode.
             return answer(forServerError: error, path: path, logger: logger)
-        case let error as HTTPError where error.status == .contentTooLarge:
-            return APIError(status: .contentTooLarge, code: "too-large", message: error.body ?? "the body is too large")
-        case let error as HTTPError where error.status == .notFound:
+        case let error as any HTTPResponseError where error.status == .contentTooLarge:
+            return APIError(status: .contentTooLarge, code: "too-large", message: "the body is too large")
+        case let error as any HTTPResponseError where error.status == .notFound:
             return APIError(status: .notFound, code: "not-found", message: "no route \(path.debugDescription); try /healthz, /readyz, /metrics, /status or /v1/openapi.json")
         case let error as any HTTPResponseError where error.status.code < 500:
             return APIError(status: error.status, code: "invalid-request", message: error.status.reasonPhrase)
@@ -53,6 +53,6 @@ struct ErrorResponseMiddleware<Context: RequestContext>: RouterMiddleware {
             return APIError(status: .internalServerError, code: "internal", message: "the request failed inside the worker; see its log")
         }
         // Missing parameters, a wrong Content-Type or Accept: the client's to fix.
-        return .invalid("the request is not valid: \(error.causeDescription) (\(error.underlyingError))")
+        return .invalid("the request is not valid: \(error.causeDescription)")
     }
 }

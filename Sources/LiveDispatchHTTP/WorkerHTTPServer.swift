@@ -10,6 +10,7 @@ import Logging
 import NIOCore
 import OpenAPIHummingbird
 import ServiceLifecycle
+import Synchronization
 
 /// The worker's one HTTP server (Hummingbird, HTTP/1.1): `GET /healthz`
 /// (the process runs), `GET /readyz` (every assigned partition is restored;
@@ -114,9 +115,33 @@ public struct WorkerHTTPServer: Service {
             logger: logger)
     }
 
+    /// One dead-letter read at a time per worker: each opens Kafka clients
+    /// and reads the whole topic, so a busy caller is told to retry (503).
+    final class ScanGate: Sendable {
+        struct Busy: Error, CustomStringConvertible {
+            var description: String { "another read of the dead-letters topic is running" }
+        }
+
+        private let running = Mutex(false)
+
+        func enter() throws(Busy) {
+            let entered = running.withLock { running in
+                if running { return false }
+                running = true
+                return true
+            }
+            if !entered { throw Busy() }
+        }
+
+        func leave() { running.withLock { $0 = false } }
+    }
+
     /// Reads every partition of the dead-letters topic to its end into a query.
     static func deadLetterScanner(client: KafkaClientConfiguration, topic: String, logger: Logger) -> IngestAPI.ScanDeadLetters {
-        { query in
+        let gate = ScanGate()
+        return { query in
+            try gate.enter()
+            defer { gate.leave() }
             var query = query
             let partitions = try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()[topic] ?? 0
             let reader = KafkaPartitionReader(configuration: client, logger: logger)

@@ -41,3 +41,16 @@ struct DeadLetterQueryTests {
         #expect(query.newest.map(\.offset) == [1])
     }
 }
+
+@Suite("Dead letter reads, one at a time")
+struct ScanGateTests {
+    @Test("a second read while one runs is refused until the first leaves")
+    func gate() throws {
+        let gate = WorkerHTTPServer.ScanGate()
+        try gate.enter()
+        #expect(throws: WorkerHTTPServer.ScanGate.Busy.self) { try gate.enter() }
+        gate.leave()
+        try gate.enter()
+        gate.leave()
+    }
+}
