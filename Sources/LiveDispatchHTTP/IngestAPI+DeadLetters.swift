@@ -3,8 +3,11 @@ import LiveDispatchCore
 import OpenAPIRuntime
 
 extension IngestAPI {
-    /// Scans the `dead-letters` topic with a query and returns it filled.
-    typealias ScanDeadLetters = @Sendable (DeadLetterQuery) async throws -> DeadLetterQuery
+    /// Reads the `dead-letters` topic to its end (one partition, or all when
+    /// nil), handing each record's partition, offset and value to `body`.
+    typealias ReadDeadLetters = @Sendable (
+        _ partition: Int32?, _ body: (_ partition: Int32, _ offset: Int64, _ value: [UInt8]?) -> Void
+    ) async throws -> Void
 
     /// `GET /v1/dead-letters`: the newest dead letters, by activity and reason.
     func listDeadLetters(_ input: Operations.ListDeadLetters.Input) async throws -> Operations.ListDeadLetters.Output {
@@ -13,18 +16,69 @@ extension IngestAPI {
             return .badRequest(.init(body: .json(APIError.invalid(
                 "the request is not valid", problems: [.init(pointer: "#/parameters/limit", message: "expected 1 to 500")]).body)))
         }
-        let query: DeadLetterQuery
+        var query = DeadLetterQuery(activity: input.query.activity, reason: input.query.reason, limit: limit)
         do {
-            query = try await scanDeadLetters(DeadLetterQuery(activity: input.query.activity, reason: input.query.reason, limit: limit))
+            try await readDeadLetters(nil) { partition, offset, value in query.consider(partition: partition, offset: offset, value: value) }
+        } catch let busy as WorkerHTTPServer.ScanGate.Busy {
+            return .tooManyRequests(Self.busy(busy))
+        } catch {
+            return .serviceUnavailable(Self.unreadable(error))
+        }
+        let entries = query.newest.compactMap { match in
+            Self.container(match.json).map {
+                Components.Schemas.DeadLetterEntry(
+                    id: "\(match.partition)-\(match.offset)", partition: Int(match.partition), offset: Int(match.offset), deadLetter: $0)
+            }
+        }
+        return .ok(.init(body: .json(.init(deadLetters: entries, scanned: query.scanned))))
+    }
+
+    /// `POST /v1/dead-letters/{id}/replay`: produces a dead letter's original record again.
+    func replayDeadLetter(_ input: Operations.ReplayDeadLetter.Input) async throws -> Operations.ReplayDeadLetter.Output {
+        let id = input.path.id
+        let parts = id.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2, let partition = Int32(parts[0]), partition >= 0, let offset = Int64(parts[1]), offset >= 0 else {
+            return .badRequest(.init(body: .json(APIError.invalid(
+                "the request is not valid", problems: [.init(pointer: "#/parameters/id", message: "expected <partition>-<offset>, e.g. 3-17")]).body)))
+        }
+        var found: [UInt8]??
+        do {
+            try await readDeadLetters(partition) { _, at, value in if at == offset { found = .some(value) } }
+        } catch let busy as WorkerHTTPServer.ScanGate.Busy {
+            return .tooManyRequests(Self.busy(busy))
+        } catch {
+            return .serviceUnavailable(Self.unreadable(error))
+        }
+        guard let value = found else {
+            return .notFound(.init(body: .json(.init(error: "not-found", message: "no dead letter \(id) in the dead-letters topic"))))
+        }
+        guard let value, let letter = try? DeadLetter(json: JSONValue.parse(value)), let origin = letter.origin, let original = origin.value else {
+            return .conflict(.init(body: .json(.init(error: "no-original", message: "dead letter \(id) keeps no original record to replay"))))
+        }
+        let allowed = rules().topics.union([commandsTopic, tokensTopic])
+        guard allowed.contains(origin.topic) else {
+            return .conflict(.init(body: .json(.init(
+                error: "topic-not-replayable", message: "dead letter \(id) came from \(origin.topic), which the worker's rules do not read"))))
+        }
+        do {
+            try await produce(origin.topic, Array((origin.key ?? "").utf8), Array(original.utf8))
         } catch {
             return .serviceUnavailable(.init(
                 headers: .init(retryAfter: 1),
-                body: .json(.init(error: "unavailable", message: "the dead-letters topic could not be read (\(error)); retry later"))))
+                body: .json(.init(error: "unavailable", message: "Kafka did not acknowledge the record (\(error)); nothing was replayed, retry later"))))
         }
-        let entries = query.newest.compactMap { match in
-            Self.container(match.json).map { Components.Schemas.DeadLetterEntry(partition: Int(match.partition), offset: Int(match.offset), deadLetter: $0) }
-        }
-        return .ok(.init(body: .json(.init(deadLetters: entries, scanned: query.scanned))))
+        return .accepted(.init(body: .json(.init(id: id, topic: origin.topic))))
+    }
+
+    /// Another read of the topic is running: the client retries shortly.
+    static func busy(_ busy: WorkerHTTPServer.ScanGate.Busy) -> Components.Responses.TooManyRequests {
+        .init(headers: .init(retryAfter: 1), body: .json(.init(error: "busy", message: "\(busy); retry after 1s")))
+    }
+
+    static func unreadable(_ error: any Error) -> Components.Responses.Unavailable {
+        .init(
+            headers: .init(retryAfter: 1),
+            body: .json(.init(error: "unavailable", message: "the dead-letters topic could not be read (\(error)); retry later")))
     }
 
     /// A JSON object as the generated code's free-form object.

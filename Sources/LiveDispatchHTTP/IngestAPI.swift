@@ -18,8 +18,8 @@ struct IngestAPI: APIProtocol {
     let makeID: @Sendable () -> String
     /// The rules the worker runs now.
     let rules: @Sendable () -> RuleSet
-    /// Reads the `dead-letters` topic for `GET /v1/dead-letters`.
-    let scanDeadLetters: ScanDeadLetters
+    /// Reads the `dead-letters` topic for `GET /v1/dead-letters` and replays.
+    let readDeadLetters: ReadDeadLetters
 
     /// What became of one request.
     enum Outcome<Accepted: Sendable>: Sendable {

@@ -17,7 +17,7 @@ import Synchronization
 /// 503 while not), `GET /metrics` (Prometheus text), `GET /status`
 /// (partitions owned, records in progress, paused or not), the ingest API of
 /// `openapi.yaml` under `/v1/` (the ingest routes, `POST /v1/rules/explain`,
-/// `GET /v1/dead-letters`)
+/// `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`)
 /// and its document at `/v1/openapi.json`.
 ///
 /// Hostile clients are bounded: `http.max_connections` connections are
@@ -59,7 +59,7 @@ public struct WorkerHTTPServer: Service {
             commandsTopic: components.configuration.topic(.commands), tokensTopic: components.configuration.topic(.tokens),
             produce: { topic, key, value in _ = try await producer.send(topic: topic, key: key, value: value) },
             rules: { [rules = components.rules] in rules.current },
-            scanDeadLetters: Self.deadLetterScanner(
+            readDeadLetters: Self.deadLetterReader(
                 client: components.kafka, topic: components.configuration.topic(.deadLetters), logger: components.logger),
             logger: components.logger)
     }
@@ -71,7 +71,7 @@ public struct WorkerHTTPServer: Service {
         commandsTopic: String, tokensTopic: String,
         produce: @escaping @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void,
         rules: @escaping @Sendable () -> RuleSet,
-        scanDeadLetters: @escaping @Sendable (DeadLetterQuery) async throws -> DeadLetterQuery,
+        readDeadLetters: @escaping IngestAPI.ReadDeadLetters,
         logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let parts = listen.split(separator: ":")
@@ -89,7 +89,7 @@ public struct WorkerHTTPServer: Service {
         }
         let api = IngestAPI(
             commandsTopic: commandsTopic, tokensTopic: tokensTopic, produce: produce, makeID: { UUID().uuidString.lowercased() },
-            rules: rules, scanDeadLetters: scanDeadLetters)
+            rules: rules, readDeadLetters: readDeadLetters)
         try api.registerHandlers(on: router)
 
         // The loader keeps timeouts within 10 ms…24 h; a configuration built
@@ -116,7 +116,7 @@ public struct WorkerHTTPServer: Service {
     }
 
     /// One dead-letter read at a time per worker: each opens Kafka clients
-    /// and reads the whole topic, so a busy caller is told to retry (503).
+    /// and reads the whole topic, so a busy caller is told to retry (429).
     final class ScanGate: Sendable {
         struct Busy: Error, CustomStringConvertible {
             var description: String { "another read of the dead-letters topic is running" }
@@ -136,21 +136,20 @@ public struct WorkerHTTPServer: Service {
         func leave() { running.withLock { $0 = false } }
     }
 
-    /// Reads every partition of the dead-letters topic to its end into a query.
-    static func deadLetterScanner(client: KafkaClientConfiguration, topic: String, logger: Logger) -> IngestAPI.ScanDeadLetters {
+    /// Reads partitions of the dead-letters topic to their end (a partition
+    /// the topic does not have reads nothing).
+    static func deadLetterReader(client: KafkaClientConfiguration, topic: String, logger: Logger) -> IngestAPI.ReadDeadLetters {
         let gate = ScanGate()
-        return { query in
+        return { only, body in
             try gate.enter()
             defer { gate.leave() }
-            var query = query
-            let partitions = try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()[topic] ?? 0
+            let count = Int32(clamping: try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()[topic] ?? 0)
             let reader = KafkaPartitionReader(configuration: client, logger: logger)
-            for partition in 0..<Int32(clamping: partitions) {
+            for partition in 0..<count where only == nil || only == partition {
                 try await reader.readToEnd(topic: topic, partition: partition, timeout: .seconds(10)) { record in
-                    query.consider(partition: record.partition, offset: record.offset, value: record.value)
+                    body(record.partition, record.offset, record.value)
                 }
             }
-            return query
         }
     }
 

@@ -31,7 +31,7 @@ struct IngestAPITests {
               scopes: [read]
             - name: operator
               sha256: \(hash(operatorKey))
-              scopes: [ingest, read]
+              scopes: [ingest, read, admin]
         """
     }
 
@@ -41,7 +41,7 @@ struct IngestAPITests {
         try JSONValue.parse(answer.body)["problems"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } ?? []
     }
 
-    @Test("a token registered and an update posted over HTTP reach the device as a push; dead letters are listed; the token is unregistered")
+    @Test("a token registered and an update posted over HTTP reach the device as a push; dead letters are listed and replayed; the token is unregistered")
     func updateReachesDevice() async throws {
         let stack = try await WorkerStack(partitions: 2)
         let (port, worker) = try await stack.startHTTPWorker(extra: Self.http())
@@ -80,6 +80,20 @@ struct IngestAPITests {
         }
         #expect(listed.count == 1)
         #expect(listed.first?["dead_letter"]?["activity_id"] == "match-http")
+
+        // Replaying it produces the original command again, which is dead-lettered again.
+        let id = try #require(listed.first?["id"]?.stringValue)
+        let admin = ["Authorization": "Bearer \(Self.operatorKey)"]
+        #expect(try httpRequest("POST", port: port, "/v1/dead-letters/\(id)/replay", headers: reader).status == 403)
+        let replayed = try httpRequest("POST", port: port, "/v1/dead-letters/\(id)/replay", headers: admin)
+        #expect(replayed.status == 202, "\(replayed)")
+        #expect(try JSONValue.parse(replayed.body)["topic"] == "livedispatch.commands")
+        _ = try await waitFor("the replayed command's dead letter") { () -> Bool? in
+            let answer = try httpRequest("GET", port: port, "/v1/dead-letters?activity=match-http&reason=activity-ended", headers: reader)
+            return (try JSONValue.parse(answer.body)["dead_letters"]?.arrayValue?.count ?? 0) >= 2 ? true : nil
+        }
+        #expect(try httpRequest("POST", port: port, "/v1/dead-letters/0-999999/replay", headers: admin).status == 404)
+        #expect(try httpRequest("POST", port: port, "/v1/dead-letters/x/replay", headers: admin).status == 400)
         #expect(try httpRequest("GET", port: port, "/v1/dead-letters?limit=0", headers: reader).status == 400)
         #expect(try httpRequest("GET", port: port, "/v1/dead-letters", headers: ["Authorization": "Bearer \(Self.ingestKey)"]).status == 403)
 

@@ -580,8 +580,37 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/Replayed`.
+        internal struct Replayed: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Replayed/id`.
+            internal var id: Swift.String
+            /// Where the original record was produced again.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Replayed/topic`.
+            internal var topic: Swift.String
+            /// Creates a new `Replayed`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - topic: Where the original record was produced again.
+            internal init(
+                id: Swift.String,
+                topic: Swift.String
+            ) {
+                self.id = id
+                self.topic = topic
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case id
+                case topic
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/DeadLetterEntry`.
         internal struct DeadLetterEntry: Codable, Hashable, Sendable {
+            /// `<partition>-<offset>`, for POST /v1/dead-letters/{id}/replay.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DeadLetterEntry/id`.
+            internal var id: Swift.String
             /// - Remark: Generated from `#/components/schemas/DeadLetterEntry/partition`.
             internal var partition: Swift.Int
             /// - Remark: Generated from `#/components/schemas/DeadLetterEntry/offset`.
@@ -593,19 +622,23 @@ extension Components {
             /// Creates a new `DeadLetterEntry`.
             ///
             /// - Parameters:
+            ///   - id: `<partition>-<offset>`, for POST /v1/dead-letters/{id}/replay.
             ///   - partition:
             ///   - offset:
             ///   - deadLetter: The record as on the topic (reason, message, activity_id, token, rule, origin, details, dead_lettered_at).
             internal init(
+                id: Swift.String,
                 partition: Swift.Int,
                 offset: Swift.Int,
                 deadLetter: OpenAPIRuntime.OpenAPIObjectContainer
             ) {
+                self.id = id
                 self.partition = partition
                 self.offset = offset
                 self.deadLetter = deadLetter
             }
             internal enum CodingKeys: String, CodingKey {
+                case id
                 case partition
                 case offset
                 case deadLetter = "dead_letter"

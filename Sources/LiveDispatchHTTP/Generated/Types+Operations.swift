@@ -189,7 +189,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The key's rate limit is spent; try again after `Retry-After` seconds.
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/start/post(startActivity)/responses/429`.
             ///
@@ -450,7 +450,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The key's rate limit is spent; try again after `Retry-After` seconds.
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/update/post(updateActivity)/responses/429`.
             ///
@@ -711,7 +711,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The key's rate limit is spent; try again after `Retry-After` seconds.
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/end/post(endActivity)/responses/429`.
             ///
@@ -942,7 +942,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The key's rate limit is spent; try again after `Retry-After` seconds.
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(registerToken)/responses/429`.
             ///
@@ -1207,7 +1207,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The key's rate limit is spent; try again after `Retry-After` seconds.
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/{token}/delete(unregisterToken)/responses/429`.
             ///
@@ -1473,7 +1473,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The key's rate limit is spent; try again after `Retry-After` seconds.
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
             ///
             /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)/responses/429`.
             ///
@@ -1499,6 +1499,383 @@ internal enum Operations {
             /// Kafka did not acknowledge the record; nothing was accepted, retry later.
             ///
             /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Re-publish a dead letter's original record
+    ///
+    /// Produces the original record of a dead letter (its topic, key and
+    /// value, as kept in the dead letter's `origin`) again, for a record
+    /// that failed for a reason since fixed (a rule, a token, an APNs
+    /// outage). Only to a topic the worker's rules read or to the
+    /// `commands` and `tokens` topics. Needs a key with the `admin` scope.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/dead-letters/{id}/replay`.
+    /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)`.
+    internal enum ReplayDeadLetter {
+        internal static let id: Swift.String = "replayDeadLetter"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/dead-letters/{id}/replay/POST/path`.
+            internal struct Path: Sendable, Hashable {
+                /// The dead letter's id, `<partition>-<offset>` in the dead-letters topic (as listed by GET /v1/dead-letters).
+                ///
+                /// - Remark: Generated from `#/paths/v1/dead-letters/{id}/replay/POST/path/id`.
+                internal var id: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id: The dead letter's id, `<partition>-<offset>` in the dead-letters topic (as listed by GET /v1/dead-letters).
+                internal init(id: Swift.String) {
+                    self.id = id
+                }
+            }
+            internal var path: Operations.ReplayDeadLetter.Input.Path
+            /// - Remark: Generated from `#/paths/v1/dead-letters/{id}/replay/POST/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ReplayDeadLetter.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ReplayDeadLetter.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ReplayDeadLetter.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            internal init(
+                path: Operations.ReplayDeadLetter.Input.Path,
+                headers: Operations.ReplayDeadLetter.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/dead-letters/{id}/replay/POST/responses/202/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/dead-letters/{id}/replay/POST/responses/202/content/application\/json`.
+                    case json(Components.Schemas.Replayed)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.Replayed {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ReplayDeadLetter.Output.Accepted.Body
+                /// Creates a new `Accepted`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ReplayDeadLetter.Output.Accepted.Body) {
+                    self.body = body
+                }
+            }
+            /// Kafka acknowledged the re-published record.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/202`.
+            ///
+            /// HTTP response code: `202 accepted`.
+            case accepted(Operations.ReplayDeadLetter.Output.Accepted)
+            /// The associated value of the enum case if `self` is `.accepted`.
+            ///
+            /// - Throws: An error if `self` is not `.accepted`.
+            /// - SeeAlso: `.accepted`.
+            internal var accepted: Operations.ReplayDeadLetter.Output.Accepted {
+                get throws {
+                    switch self {
+                    case let .accepted(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "accepted",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is not valid; `problems` points at each bad field.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or one the worker does not know.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key lacks the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            internal var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            internal struct NotFound: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/dead-letters/{id}/replay/POST/responses/404/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/dead-letters/{id}/replay/POST/responses/404/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ReplayDeadLetter.Output.NotFound.Body
+                /// Creates a new `NotFound`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ReplayDeadLetter.Output.NotFound.Body) {
+                    self.body = body
+                }
+            }
+            /// No dead letter has this id.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Operations.ReplayDeadLetter.Output.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            internal var notFound: Operations.ReplayDeadLetter.Output.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            internal struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/dead-letters/{id}/replay/POST/responses/409/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/dead-letters/{id}/replay/POST/responses/409/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ReplayDeadLetter.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ReplayDeadLetter.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// The dead letter keeps no original record, or one for a topic the worker does not replay to.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.ReplayDeadLetter.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Operations.ReplayDeadLetter.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is over `http.max_body_bytes`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.TooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            internal var contentTooLarge: Components.Responses.TooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Kafka did not acknowledge the record; nothing was accepted, retry later.
+            ///
+            /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/503`.
             ///
             /// HTTP response code: `503 serviceUnavailable`.
             case serviceUnavailable(Components.Responses.Unavailable)
@@ -1738,7 +2115,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The key's rate limit is spent; try again after `Retry-After` seconds.
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
             ///
             /// - Remark: Generated from `#/paths//v1/rules/explain/post(explainRules)/responses/429`.
             ///

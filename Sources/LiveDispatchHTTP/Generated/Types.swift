@@ -40,6 +40,18 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/dead-letters`.
     /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)`.
     func listDeadLetters(_ input: Operations.ListDeadLetters.Input) async throws -> Operations.ListDeadLetters.Output
+    /// Re-publish a dead letter's original record
+    ///
+    /// Produces the original record of a dead letter (its topic, key and
+    /// value, as kept in the dead letter's `origin`) again, for a record
+    /// that failed for a reason since fixed (a rule, a token, an APNs
+    /// outage). Only to a topic the worker's rules read or to the
+    /// `commands` and `tokens` topics. Needs a key with the `admin` scope.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/dead-letters/{id}/replay`.
+    /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)`.
+    func replayDeadLetter(_ input: Operations.ReplayDeadLetter.Input) async throws -> Operations.ReplayDeadLetter.Output
     /// Run the worker's rules on an event and say what each made of it
     ///
     /// What `livedispatch rules explain` prints, for the rules this worker
@@ -143,6 +155,26 @@ extension APIProtocol {
     ) async throws -> Operations.ListDeadLetters.Output {
         try await listDeadLetters(Operations.ListDeadLetters.Input(
             query: query,
+            headers: headers
+        ))
+    }
+    /// Re-publish a dead letter's original record
+    ///
+    /// Produces the original record of a dead letter (its topic, key and
+    /// value, as kept in the dead letter's `origin`) again, for a record
+    /// that failed for a reason since fixed (a rule, a token, an APNs
+    /// outage). Only to a topic the worker's rules read or to the
+    /// `commands` and `tokens` topics. Needs a key with the `admin` scope.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/dead-letters/{id}/replay`.
+    /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)`.
+    internal func replayDeadLetter(
+        path: Operations.ReplayDeadLetter.Input.Path,
+        headers: Operations.ReplayDeadLetter.Input.Headers = .init()
+    ) async throws -> Operations.ReplayDeadLetter.Output {
+        try await replayDeadLetter(Operations.ReplayDeadLetter.Input(
+            path: path,
             headers: headers
         ))
     }
