@@ -3,11 +3,6 @@ import LiveDispatchCore
 import OpenAPIRuntime
 
 extension IngestAPI {
-    /// Reads the `dead-letters` topic to its end (one partition, or all when
-    /// nil), handing each record's partition, offset and value to `body`.
-    typealias ReadDeadLetters = @Sendable (
-        _ partition: Int32?, _ body: (_ partition: Int32, _ offset: Int64, _ value: [UInt8]?) -> Void
-    ) async throws -> Void
 
     /// `GET /v1/dead-letters`: the newest dead letters, by activity and reason.
     func listDeadLetters(_ input: Operations.ListDeadLetters.Input) async throws -> Operations.ListDeadLetters.Output {
@@ -18,19 +13,23 @@ extension IngestAPI {
         }
         var query = DeadLetterQuery(activity: input.query.activity, reason: input.query.reason, limit: limit)
         do {
-            try await readDeadLetters(nil) { partition, offset, value in query.consider(partition: partition, offset: offset, value: value) }
+            try await readTopic(topics.deadLetters, .all) { query.consider(partition: $0.partition, offset: $0.offset, value: $0.value) }
         } catch let busy as WorkerHTTPServer.ScanGate.Busy {
             return .tooManyRequests(Self.busy(busy))
         } catch {
             return .serviceUnavailable(Self.unreadable(error))
         }
-        let entries = query.newest.compactMap { match in
-            Self.container(match.json).map {
+        return .ok(.init(body: .json(.init(deadLetters: Self.entries(query), scanned: query.scanned))))
+    }
+
+    /// A query's newest matches as the API lists them.
+    static func entries(_ query: DeadLetterQuery) -> [Components.Schemas.DeadLetterEntry] {
+        query.newest.compactMap { match in
+            container(match.json).map {
                 Components.Schemas.DeadLetterEntry(
                     id: "\(match.partition)-\(match.offset)", partition: Int(match.partition), offset: Int(match.offset), deadLetter: $0)
             }
         }
-        return .ok(.init(body: .json(.init(deadLetters: entries, scanned: query.scanned))))
     }
 
     /// `POST /v1/dead-letters/{id}/replay`: produces a dead letter's original record again.
@@ -43,7 +42,7 @@ extension IngestAPI {
         }
         var found: [UInt8]??
         do {
-            try await readDeadLetters(partition) { _, at, value in if at == offset { found = .some(value) } }
+            try await readTopic(topics.deadLetters, .number(partition)) { record in if record.offset == offset { found = .some(record.value) } }
         } catch let busy as WorkerHTTPServer.ScanGate.Busy {
             return .tooManyRequests(Self.busy(busy))
         } catch {
@@ -55,7 +54,7 @@ extension IngestAPI {
         guard let value, let letter = try? DeadLetter(json: JSONValue.parse(value)), let origin = letter.origin, let original = origin.value else {
             return .conflict(.init(body: .json(.init(error: "no-original", message: "dead letter \(id) keeps no original record to replay"))))
         }
-        let allowed = rules().topics.union([commandsTopic, tokensTopic])
+        let allowed = rules().topics.union([topics.commands, topics.tokens])
         guard allowed.contains(origin.topic) else {
             return .conflict(.init(body: .json(.init(
                 error: "topic-not-replayable", message: "dead letter \(id) came from \(origin.topic), which the worker's rules do not read"))))

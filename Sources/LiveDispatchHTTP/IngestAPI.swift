@@ -1,4 +1,5 @@
 import Foundation
+import Kafka
 import LiveDispatchCore
 import LiveDispatchRules
 
@@ -11,15 +12,34 @@ struct IngestAPI: APIProtocol {
     /// Produces one record and returns once Kafka acknowledged it.
     typealias Produce = @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void
 
-    let commandsTopic: String
-    let tokensTopic: String
+    /// The worker's internal topics, by their full names.
+    struct Topics: Sendable {
+        var commands: String
+        var tokens: String
+        var state: String
+        var tokenStore: String
+        var deadLetters: String
+    }
+
+    /// Which partitions of a topic to read: all, one, or the one a key goes to.
+    enum Partitions: Sendable {
+        case all
+        case number(Int32)
+        case key(String)
+    }
+
+    /// Reads a topic's chosen partitions to their end (a partition the topic
+    /// does not have reads nothing), handing each record to `body`.
+    typealias ReadTopic = @Sendable (_ topic: String, _ partitions: Partitions, _ body: (KafkaRecord) -> Void) async throws -> Void
+
+    let topics: Topics
     let produce: Produce
     /// A fresh command id, for requests without `Idempotency-Key`.
     let makeID: @Sendable () -> String
     /// The rules the worker runs now.
     let rules: @Sendable () -> RuleSet
-    /// Reads the `dead-letters` topic for `GET /v1/dead-letters` and replays.
-    let readDeadLetters: ReadDeadLetters
+    /// Reads the internal topics for the read routes and replays.
+    let readTopic: ReadTopic
 
     /// What became of one request.
     enum Outcome<Accepted: Sendable>: Sendable {
@@ -58,7 +78,7 @@ struct IngestAPI: APIProtocol {
         case .failure(let error): return .invalid(error)
         }
         let id = command.id ?? ""
-        if let failure = await send(commandsTopic, key: command.activityID.rawValue, value: command.json) { return .unavailable(failure) }
+        if let failure = await send(topics.commands, key: command.activityID.rawValue, value: command.json) { return .unavailable(failure) }
         return .accepted(.init(commandId: id, activityId: command.activityID.rawValue, event: .init(rawValue: event.rawValue) ?? .update))
     }
 
@@ -126,7 +146,7 @@ struct IngestAPI: APIProtocol {
             let pointer = inParameters ? "#/parameters/\(error.field)" : JSONPointer.make(error.field.split(separator: ".").map(String.init))
             return .invalid(.invalid("the request is not valid", problems: [.init(pointer: error.field.isEmpty ? "" : pointer, message: error.message)]))
         }
-        if let failure = await send(tokensTopic, key: registration.activityID.rawValue, value: registration.json) { return .unavailable(failure) }
+        if let failure = await send(topics.tokens, key: registration.activityID.rawValue, value: registration.json) { return .unavailable(failure) }
         return .accepted(.init(
             activityId: registration.activityID.rawValue, token: registration.token.hex,
             action: registration.action == .register ? .register : .unregister))

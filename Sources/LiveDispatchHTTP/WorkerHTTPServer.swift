@@ -17,7 +17,7 @@ import Synchronization
 /// 503 while not), `GET /metrics` (Prometheus text), `GET /status`
 /// (partitions owned, records in progress, paused or not), the ingest API of
 /// `openapi.yaml` under `/v1/` (the ingest routes, `POST /v1/rules/explain`,
-/// `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`)
+/// `GET /v1/activities/{id}`, `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`)
 /// and its document at `/v1/openapi.json`.
 ///
 /// Hostile clients are bounded: `http.max_connections` connections are
@@ -46,6 +46,7 @@ public struct WorkerHTTPServer: Service {
     /// The server of a running worker: its dispatcher's health, its producer for the ingest API.
     public init(components: WorkerHTTPComponents, exposition: Exposition?) throws {
         let dispatcher = components.dispatcher
+        let configuration = components.configuration
         let producer = components.producer
         try self.init(
             listen: components.configuration.admin.listen, configuration: components.configuration.http,
@@ -56,11 +57,12 @@ public struct WorkerHTTPServer: Service {
                     return "{\"partitions\":\(status.partitions),\"in_progress\":\(status.outstanding),\"paused\":\(status.paused),\"ready\":\(dispatcher.isReady)}\n"
                 }),
             exposition: exposition,
-            commandsTopic: components.configuration.topic(.commands), tokensTopic: components.configuration.topic(.tokens),
+            topics: .init(
+                commands: configuration.topic(.commands), tokens: configuration.topic(.tokens), state: configuration.topic(.state),
+                tokenStore: configuration.topic(.tokenStore), deadLetters: configuration.topic(.deadLetters)),
             produce: { topic, key, value in _ = try await producer.send(topic: topic, key: key, value: value) },
             rules: { [rules = components.rules] in rules.current },
-            readDeadLetters: Self.deadLetterReader(
-                client: components.kafka, topic: components.configuration.topic(.deadLetters), logger: components.logger),
+            readTopic: Self.topicReader(client: components.kafka, logger: components.logger),
             logger: components.logger)
     }
 
@@ -68,10 +70,10 @@ public struct WorkerHTTPServer: Service {
     /// `onListening` is told the bound port (useful with port 0).
     init(
         listen: String, configuration: WorkerConfiguration.HTTP, health: Health, exposition: Exposition?,
-        commandsTopic: String, tokensTopic: String,
+        topics: IngestAPI.Topics,
         produce: @escaping @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void,
         rules: @escaping @Sendable () -> RuleSet,
-        readDeadLetters: @escaping IngestAPI.ReadDeadLetters,
+        readTopic: @escaping IngestAPI.ReadTopic,
         logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let parts = listen.split(separator: ":")
@@ -88,8 +90,7 @@ public struct WorkerHTTPServer: Service {
             Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
         }
         let api = IngestAPI(
-            commandsTopic: commandsTopic, tokensTopic: tokensTopic, produce: produce, makeID: { UUID().uuidString.lowercased() },
-            rules: rules, readDeadLetters: readDeadLetters)
+            topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic)
         try api.registerHandlers(on: router)
 
         // The loader keeps timeouts within 10 ms…24 h; a configuration built
@@ -115,11 +116,11 @@ public struct WorkerHTTPServer: Service {
             logger: logger)
     }
 
-    /// One dead-letter read at a time per worker: each opens Kafka clients
-    /// and reads the whole topic, so a busy caller is told to retry (429).
+    /// One topic read at a time per worker: each opens Kafka clients and
+    /// reads partitions to their end, so a busy caller is told to retry (429).
     final class ScanGate: Sendable {
         struct Busy: Error, CustomStringConvertible {
-            var description: String { "another read of the dead-letters topic is running" }
+            var description: String { "another read of an internal topic is running" }
         }
 
         private let running = Mutex(false)
@@ -136,19 +137,23 @@ public struct WorkerHTTPServer: Service {
         func leave() { running.withLock { $0 = false } }
     }
 
-    /// Reads partitions of the dead-letters topic to their end (a partition
-    /// the topic does not have reads nothing).
-    static func deadLetterReader(client: KafkaClientConfiguration, topic: String, logger: Logger) -> IngestAPI.ReadDeadLetters {
+    /// Reads a topic's chosen partitions to their end with the partition
+    /// reader (no consumer group); a partition the topic lacks reads nothing.
+    static func topicReader(client: KafkaClientConfiguration, logger: Logger) -> IngestAPI.ReadTopic {
         let gate = ScanGate()
-        return { only, body in
+        return { topic, partitions, body in
             try gate.enter()
             defer { gate.leave() }
-            let count = Int32(clamping: try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()[topic] ?? 0)
-            let reader = KafkaPartitionReader(configuration: client, logger: logger)
-            for partition in 0..<count where only == nil || only == partition {
-                try await reader.readToEnd(topic: topic, partition: partition, timeout: .seconds(10)) { record in
-                    body(record.partition, record.offset, record.value)
+            let count = try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()[topic] ?? 0
+            let chosen: [Int32] =
+                switch partitions {
+                case .all: Array(0..<Int32(clamping: count))
+                case .number(let number): number < count ? [number] : []
+                case .key(let key): count > 0 ? [Murmur2Partitioner.partition(forKey: key, partitionCount: count)] : []
                 }
+            let reader = KafkaPartitionReader(configuration: client, logger: logger)
+            for partition in chosen {
+                try await reader.readToEnd(topic: topic, partition: partition, timeout: .seconds(10)) { body($0) }
             }
         }
     }

@@ -103,6 +103,36 @@ struct IngestAPITests {
         #expect(try await worker.stop() == 0)
     }
 
+    @Test("two workers answer the same activity query alike, from Kafka")
+    func activityFromEitherWorker() async throws {
+        let stack = try await WorkerStack(partitions: 2)
+        let first = try await stack.startHTTPWorker(extra: Self.http())
+        let second = try await stack.startHTTPWorker(extra: Self.http(), restoring: 1)
+        let device = String(repeating: "b2", count: 32)
+        #expect(try httpRequest("POST", port: first.port, "/v1/tokens", headers: Self.bearer, body: #"{"activity_id": "match-read", "token": "\#(device)"}"#).status == 202)
+        #expect(try httpRequest(
+            "POST", port: second.port, "/v1/activities/match-read/update", headers: Self.bearer,
+            body: #"{"content_state": {"teamOneScore": 5}}"#).status == 202)
+        let reader = ["Authorization": "Bearer \(Self.readKey)"]
+        var views: [JSONValue] = []
+        for port in [first.port, second.port] {
+            views.append(try await stack.waitWithDiagnostics("worker on \(port) to show the state", workers: [first.worker, second.worker]) { () -> JSONValue? in
+                let answer = try httpRequest("GET", port: port, "/v1/activities/match-read", headers: reader)
+                guard answer.status == 200 else { return nil }
+                let view = try JSONValue.parse(answer.body)
+                return view["state"]?["content_state"]?["teamOneScore"] == .integer(5) ? view : nil
+            })
+        }
+        #expect(views[0]["version"] == views[1]["version"])
+        #expect(views[0]["tokens"]?["count"] == .integer(1))
+        #expect(views[0]["tokens"]?["items"]?.arrayValue?.first?["token"] == .string(device))
+        #expect(views[0]["ended"] == .bool(false))
+        #expect(try httpRequest("GET", port: first.port, "/v1/activities/never-seen", headers: reader).status == 404)
+        #expect(try httpRequest("GET", port: first.port, "/v1/activities/match-read?tokens_limit=0", headers: reader).status == 400)
+        #expect(try await first.worker.stop() == 0)
+        #expect(try await second.worker.stop() == 0)
+    }
+
     @Test("refusals: 400 with a pointer per bad field, 401, 403, 413, 429 with Retry-After; the document is served")
     func refusals() async throws {
         let stack = try await WorkerStack(partitions: 1)

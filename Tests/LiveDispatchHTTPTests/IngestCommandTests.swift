@@ -76,8 +76,8 @@ struct IngestCommandTests {
         }
         let records = Records()
         let api = IngestAPI(
-            commandsTopic: "livedispatch.commands", tokensTopic: "livedispatch.tokens",
-            produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id-1" }, rules: { rules }, readDeadLetters: { _, _ in })
+            topics: .init(commands: "livedispatch.commands", tokens: "livedispatch.tokens", state: "s", tokenStore: "ts", deadLetters: "d"),
+            produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id-1" }, rules: { rules }, readTopic: { _, _, _ in })
         let outcome = await api.submit(.end, activity: "match-42", idempotencyKey: nil, body: Update())
         guard case .accepted(let accepted) = outcome else {
             Issue.record("expected the command to be accepted, got \(outcome)")
@@ -96,7 +96,7 @@ struct IngestCommandTests {
         let rules = try ExplainRulesTests.shippedRules()
         struct Refused: Error {}
         let api = IngestAPI(
-            commandsTopic: "c", tokensTopic: "t", produce: { _, _, _ in throw Refused() }, makeID: { "id" }, rules: { rules }, readDeadLetters: { _, _ in })
+            topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"), produce: { _, _, _ in throw Refused() }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
         guard case .unavailable(let error) = await api.submit(.update, activity: "a", idempotencyKey: nil, body: Update()) else {
             Issue.record("expected 503")
             return
@@ -107,7 +107,7 @@ struct IngestCommandTests {
     @Test("token registrations use the tokens topic's decoder")
     func tokens() async throws {
         let rules = try ExplainRulesTests.shippedRules()
-        let api = IngestAPI(commandsTopic: "c", tokensTopic: "t", produce: { _, _, _ in }, makeID: { "id" }, rules: { rules }, readDeadLetters: { _, _ in })
+        let api = IngestAPI(topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"), produce: { _, _, _ in }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
         let bad = await api.submit(registration: .object(["activity_id": "a", "token": "zz", "action": "register"]))
         guard case .invalid(let error) = bad else {
             Issue.record("a non-hex token must be refused")

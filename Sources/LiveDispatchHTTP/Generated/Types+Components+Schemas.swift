@@ -580,6 +580,82 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/ActivityView`.
+        internal struct ActivityView: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ActivityView/activity_id`.
+            internal var activityId: Swift.String
+            /// The state's version (absent before the first state).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ActivityView/version`.
+            internal var version: Swift.Int?
+            /// - Remark: Generated from `#/components/schemas/ActivityView/ended`.
+            internal var ended: Swift.Bool
+            /// The snapshot as on the state topic (content_state, version, dates, attributes…).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ActivityView/state`.
+            internal var state: OpenAPIRuntime.OpenAPIObjectContainer?
+            /// - Remark: Generated from `#/components/schemas/ActivityView/tokens`.
+            internal struct TokensPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/ActivityView/tokens/count`.
+                internal var count: Swift.Int
+                /// - Remark: Generated from `#/components/schemas/ActivityView/tokens/items`.
+                internal var items: [OpenAPIRuntime.OpenAPIObjectContainer]
+                /// Creates a new `TokensPayload`.
+                ///
+                /// - Parameters:
+                ///   - count:
+                ///   - items:
+                internal init(
+                    count: Swift.Int,
+                    items: [OpenAPIRuntime.OpenAPIObjectContainer]
+                ) {
+                    self.count = count
+                    self.items = items
+                }
+                internal enum CodingKeys: String, CodingKey {
+                    case count
+                    case items
+                }
+            }
+            /// - Remark: Generated from `#/components/schemas/ActivityView/tokens`.
+            internal var tokens: Components.Schemas.ActivityView.TokensPayload
+            /// The activity's newest dead letters (at most 10).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ActivityView/dead_letters`.
+            internal var deadLetters: [Components.Schemas.DeadLetterEntry]
+            /// Creates a new `ActivityView`.
+            ///
+            /// - Parameters:
+            ///   - activityId:
+            ///   - version: The state's version (absent before the first state).
+            ///   - ended:
+            ///   - state: The snapshot as on the state topic (content_state, version, dates, attributes…).
+            ///   - tokens:
+            ///   - deadLetters: The activity's newest dead letters (at most 10).
+            internal init(
+                activityId: Swift.String,
+                version: Swift.Int? = nil,
+                ended: Swift.Bool,
+                state: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
+                tokens: Components.Schemas.ActivityView.TokensPayload,
+                deadLetters: [Components.Schemas.DeadLetterEntry]
+            ) {
+                self.activityId = activityId
+                self.version = version
+                self.ended = ended
+                self.state = state
+                self.tokens = tokens
+                self.deadLetters = deadLetters
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case activityId = "activity_id"
+                case version
+                case ended
+                case state
+                case tokens
+                case deadLetters = "dead_letters"
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Replayed`.
         internal struct Replayed: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Replayed/id`.

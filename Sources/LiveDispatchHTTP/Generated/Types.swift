@@ -30,6 +30,18 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/delete(unregisterToken)`.
     func unregisterToken(_ input: Operations.UnregisterToken.Input) async throws -> Operations.UnregisterToken.Output
+    /// An activity's state, tokens and dead letters, whichever worker owns it
+    ///
+    /// Read from Kafka, not from one worker's memory, so every worker
+    /// answers alike: the activity's latest snapshot on the compacted
+    /// `state` topic, its registrations on `token-store` (both in the
+    /// activity's partition) and its newest dead letters. Needs a key with
+    /// the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/activities/{activity_id}`.
+    /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/get(getActivity)`.
+    func getActivity(_ input: Operations.GetActivity.Input) async throws -> Operations.GetActivity.Output
     /// The newest dead letters, by activity and reason
     ///
     /// Reads the `dead-letters` topic (every partition, to its end at the
@@ -135,6 +147,28 @@ extension APIProtocol {
         headers: Operations.UnregisterToken.Input.Headers = .init()
     ) async throws -> Operations.UnregisterToken.Output {
         try await unregisterToken(Operations.UnregisterToken.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// An activity's state, tokens and dead letters, whichever worker owns it
+    ///
+    /// Read from Kafka, not from one worker's memory, so every worker
+    /// answers alike: the activity's latest snapshot on the compacted
+    /// `state` topic, its registrations on `token-store` (both in the
+    /// activity's partition) and its newest dead letters. Needs a key with
+    /// the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/activities/{activity_id}`.
+    /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/get(getActivity)`.
+    internal func getActivity(
+        path: Operations.GetActivity.Input.Path,
+        query: Operations.GetActivity.Input.Query = .init(),
+        headers: Operations.GetActivity.Input.Headers = .init()
+    ) async throws -> Operations.GetActivity.Output {
+        try await getActivity(Operations.GetActivity.Input(
             path: path,
             query: query,
             headers: headers

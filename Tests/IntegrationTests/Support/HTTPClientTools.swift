@@ -112,10 +112,11 @@ func openDescriptors(_ pid: Int32) -> Int {
 
 extension WorkerStack {
     /// Starts a worker whose HTTP server listens on a free port, with `extra`
-    /// (YAML, e.g. an `http:` section) added to its configuration.
-    func startHTTPWorker(extra: String) async throws -> (port: Int, worker: BackgroundProcess) {
+    /// (YAML, e.g. an `http:` section) added to its configuration; waits
+    /// until it restored `partitions` partitions (all by default).
+    func startHTTPWorker(extra: String, restoring partitions: Int? = nil) async throws -> (port: Int, worker: BackgroundProcess) {
         let port = try freePort()
-        let worker = try await startWorker(configuration: try writeConfiguration(adminPort: port, extra: extra))
+        let worker = try await startWorker(configuration: try writeConfiguration(adminPort: port, extra: extra), restoring: partitions)
         return (port, worker)
     }
 }

@@ -1,0 +1,37 @@
+import LiveDispatchCore
+
+extension IngestAPI {
+    /// `GET /v1/activities/{activity_id}`: what Kafka holds of an activity,
+    /// read from its partition of `state` and `token-store` and from
+    /// `dead-letters`, so any worker answers alike.
+    func getActivity(_ input: Operations.GetActivity.Input) async throws -> Operations.GetActivity.Output {
+        let offset = input.query.tokensOffset ?? 0
+        let limit = input.query.tokensLimit ?? 100
+        var problems: [Components.Schemas.Problem] = []
+        if offset < 0 { problems.append(.init(pointer: "#/parameters/tokens_offset", message: "expected 0 or more")) }
+        if !(1...500).contains(limit) { problems.append(.init(pointer: "#/parameters/tokens_limit", message: "expected 1 to 500")) }
+        let id = input.path.activityId
+        if (try? ActivityID(id)) == nil { problems.append(.init(pointer: "#/parameters/activity_id", message: "expected 1 to 256 bytes without control characters")) }
+        guard problems.isEmpty else { return .badRequest(.init(body: .json(APIError.invalid("the request is not valid", problems: problems).body))) }
+
+        var model = ActivityReadModel(activityID: id)
+        var letters = DeadLetterQuery(activity: id, reason: nil, limit: 10)
+        do {
+            try await readTopic(topics.state, .key(id)) { model.stateRecord(key: $0.key, value: $0.value) }
+            try await readTopic(topics.tokenStore, .key(id)) { model.tokenStoreRecord(key: $0.key, value: $0.value) }
+            try await readTopic(topics.deadLetters, .all) { letters.consider(partition: $0.partition, offset: $0.offset, value: $0.value) }
+        } catch let busy as WorkerHTTPServer.ScanGate.Busy {
+            return .tooManyRequests(Self.busy(busy))
+        } catch {
+            return .serviceUnavailable(Self.unreadable(error))
+        }
+        guard model.isKnown || !letters.newest.isEmpty else {
+            return .notFound(.init(body: .json(.init(error: "not-found", message: "Kafka holds no state, token or dead letter of activity \(id.debugDescription)"))))
+        }
+        let view = Components.Schemas.ActivityView(
+            activityId: id, version: model.version, ended: model.isEnded, state: model.state.flatMap(Self.container),
+            tokens: .init(count: model.tokens.count, items: model.tokenPage(offset: offset, limit: limit).compactMap(Self.container)),
+            deadLetters: Self.entries(letters))
+        return .ok(.init(body: .json(view)))
+    }
+}
