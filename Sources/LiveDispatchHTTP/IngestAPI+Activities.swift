@@ -35,3 +35,24 @@ extension IngestAPI {
         return .ok(.init(body: .json(view)))
     }
 }
+
+extension IngestAPI {
+    /// `GET /v1/activities`: the activities whose id contains `query`, from the `state` topic.
+    func listActivities(_ input: Operations.ListActivities.Input) async throws -> Operations.ListActivities.Output {
+        let limit = input.query.limit ?? 100
+        guard (1...500).contains(limit) else {
+            return .badRequest(.init(body: .json(APIError.invalid(
+                "the request is not valid", problems: [.init(pointer: "#/parameters/limit", message: "expected 1 to 500")]).body)))
+        }
+        var query = ActivityListQuery(containing: input.query.query)
+        do {
+            try await readTopic(topics.state, .all) { query.consider(key: $0.key, value: $0.value) }
+        } catch let busy as WorkerHTTPServer.ScanGate.Busy {
+            return .tooManyRequests(Self.busy(busy))
+        } catch {
+            return .serviceUnavailable(Self.unreadable(error))
+        }
+        let activities = query.first(limit).map { Components.Schemas.ActivitySummary(activityId: $0.activityID, version: $0.version, ended: $0.ended) }
+        return .ok(.init(body: .json(.init(activities: activities, matched: query.matched, truncated: query.truncated))))
+    }
+}

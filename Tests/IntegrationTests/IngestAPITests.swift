@@ -127,6 +127,8 @@ struct IngestAPITests {
         #expect(views[0]["tokens"]?["count"] == .integer(1))
         #expect(views[0]["tokens"]?["items"]?.arrayValue?.first?["token"] == .string(device))
         #expect(views[0]["ended"] == .bool(false))
+        let listed = try JSONValue.parse(httpRequest("GET", port: second.port, "/v1/activities?query=read", headers: reader).body)
+        #expect(listed["activities"]?.arrayValue?.compactMap { $0["activity_id"]?.stringValue } == ["match-read"])
         #expect(try httpRequest("GET", port: first.port, "/v1/activities/never-seen", headers: reader).status == 404)
         #expect(try httpRequest("GET", port: first.port, "/v1/activities/match-read?tokens_limit=0", headers: reader).status == 400)
         #expect(try await first.worker.stop() == 0)

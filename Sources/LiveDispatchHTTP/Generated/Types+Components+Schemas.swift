@@ -580,6 +580,68 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/ActivitySummary`.
+        internal struct ActivitySummary: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ActivitySummary/activity_id`.
+            internal var activityId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ActivitySummary/version`.
+            internal var version: Swift.Int?
+            /// - Remark: Generated from `#/components/schemas/ActivitySummary/ended`.
+            internal var ended: Swift.Bool
+            /// Creates a new `ActivitySummary`.
+            ///
+            /// - Parameters:
+            ///   - activityId:
+            ///   - version:
+            ///   - ended:
+            internal init(
+                activityId: Swift.String,
+                version: Swift.Int? = nil,
+                ended: Swift.Bool
+            ) {
+                self.activityId = activityId
+                self.version = version
+                self.ended = ended
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case activityId = "activity_id"
+                case version
+                case ended
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ActivityList`.
+        internal struct ActivityList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ActivityList/activities`.
+            internal var activities: [Components.Schemas.ActivitySummary]
+            /// How many activities matched (more than listed when over the limit).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ActivityList/matched`.
+            internal var matched: Swift.Int
+            /// True when more than 10,000 activities matched and the rest were not read.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ActivityList/truncated`.
+            internal var truncated: Swift.Bool
+            /// Creates a new `ActivityList`.
+            ///
+            /// - Parameters:
+            ///   - activities:
+            ///   - matched: How many activities matched (more than listed when over the limit).
+            ///   - truncated: True when more than 10,000 activities matched and the rest were not read.
+            internal init(
+                activities: [Components.Schemas.ActivitySummary],
+                matched: Swift.Int,
+                truncated: Swift.Bool
+            ) {
+                self.activities = activities
+                self.matched = matched
+                self.truncated = truncated
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case activities
+                case matched
+                case truncated
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/ActivityView`.
         internal struct ActivityView: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/ActivityView/activity_id`.

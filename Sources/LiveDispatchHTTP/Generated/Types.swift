@@ -30,6 +30,16 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `DELETE /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/delete(unregisterToken)`.
     func unregisterToken(_ input: Operations.UnregisterToken.Input) async throws -> Operations.UnregisterToken.Output
+    /// Activities whose id contains a text, from the state topic
+    ///
+    /// Reads every partition of the compacted `state` topic to its end and
+    /// lists the activities whose id contains `query` (all without it),
+    /// sorted by id. Needs a key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/activities`.
+    /// - Remark: Generated from `#/paths//v1/activities/get(listActivities)`.
+    func listActivities(_ input: Operations.ListActivities.Input) async throws -> Operations.ListActivities.Output
     /// An activity's state, tokens and dead letters, whichever worker owns it
     ///
     /// Read from Kafka, not from one worker's memory, so every worker
@@ -148,6 +158,24 @@ extension APIProtocol {
     ) async throws -> Operations.UnregisterToken.Output {
         try await unregisterToken(Operations.UnregisterToken.Input(
             path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Activities whose id contains a text, from the state topic
+    ///
+    /// Reads every partition of the compacted `state` topic to its end and
+    /// lists the activities whose id contains `query` (all without it),
+    /// sorted by id. Needs a key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/activities`.
+    /// - Remark: Generated from `#/paths//v1/activities/get(listActivities)`.
+    internal func listActivities(
+        query: Operations.ListActivities.Input.Query = .init(),
+        headers: Operations.ListActivities.Input.Headers = .init()
+    ) async throws -> Operations.ListActivities.Output {
+        try await listActivities(Operations.ListActivities.Input(
             query: query,
             headers: headers
         ))
