@@ -7,17 +7,12 @@ extension IngestAPI {
     /// `GET /v1/dead-letters`: the newest dead letters, by activity and reason.
     func listDeadLetters(_ input: Operations.ListDeadLetters.Input) async throws -> Operations.ListDeadLetters.Output {
         let limit = input.query.limit ?? 50
-        guard (1...500).contains(limit) else {
-            return .badRequest(.init(body: .json(APIError.invalid(
-                "the request is not valid", problems: [.init(pointer: "#/parameters/limit", message: "expected 1 to 500")]).body)))
-        }
+        if let bad = Self.badLimit(limit, parameter: "limit") { return .badRequest(bad) }
         var query = DeadLetterQuery(activity: input.query.activity, reason: input.query.reason, limit: limit)
-        do {
-            try await readTopic(topics.deadLetters, .all) { query.consider(partition: $0.partition, offset: $0.offset, value: $0.value) }
-        } catch let busy as WorkerHTTPServer.ScanGate.Busy {
-            return .tooManyRequests(Self.busy(busy))
-        } catch {
-            return .serviceUnavailable(Self.unreadable(error))
+        switch await Self.reading({ try await readTopic(topics.deadLetters, .all) { query.consider(partition: $0.partition, offset: $0.offset, value: $0.value) } }) {
+        case .busy(let answer)?: return .tooManyRequests(answer)
+        case .unavailable(let answer)?: return .serviceUnavailable(answer)
+        case nil: break
         }
         return .ok(.init(body: .json(.init(deadLetters: Self.entries(query), scanned: query.scanned))))
     }
@@ -41,12 +36,10 @@ extension IngestAPI {
                 "the request is not valid", problems: [.init(pointer: "#/parameters/id", message: "expected <partition>-<offset>, e.g. 3-17")]).body)))
         }
         var found: [UInt8]??
-        do {
-            try await readTopic(topics.deadLetters, .number(partition)) { record in if record.offset == offset { found = .some(record.value) } }
-        } catch let busy as WorkerHTTPServer.ScanGate.Busy {
-            return .tooManyRequests(Self.busy(busy))
-        } catch {
-            return .serviceUnavailable(Self.unreadable(error))
+        switch await Self.reading({ try await readTopic(topics.deadLetters, .number(partition)) { if $0.offset == offset { found = .some($0.value) } } }) {
+        case .busy(let answer)?: return .tooManyRequests(answer)
+        case .unavailable(let answer)?: return .serviceUnavailable(answer)
+        case nil: break
         }
         guard let value = found else {
             return .notFound(.init(body: .json(.init(error: "not-found", message: "no dead letter \(id) in the dead-letters topic"))))
@@ -67,6 +60,33 @@ extension IngestAPI {
                 body: .json(.init(error: "unavailable", message: "Kafka did not acknowledge the record (\(error)); nothing was replayed, retry later"))))
         }
         return .accepted(.init(body: .json(.init(id: id, topic: origin.topic))))
+    }
+
+    /// Why reads of internal topics gave no answer.
+    enum ReadFailure: Sendable {
+        /// Another read is running (429).
+        case busy(Components.Responses.TooManyRequests)
+        /// Kafka could not be read (503).
+        case unavailable(Components.Responses.Unavailable)
+    }
+
+    /// Runs reads of internal topics: nil when they all succeeded.
+    static func reading(_ reads: () async throws -> Void) async -> ReadFailure? {
+        do {
+            try await reads()
+            return nil
+        } catch let busy as WorkerHTTPServer.ScanGate.Busy {
+            return .busy(Self.busy(busy))
+        } catch {
+            return .unavailable(unreadable(error))
+        }
+    }
+
+    /// The 400 for a `limit`-like parameter outside 1…500, or nil.
+    static func badLimit(_ value: Int, parameter: String) -> Components.Responses.BadRequest? {
+        guard !(1...500).contains(value) else { return nil }
+        return .init(body: .json(APIError.invalid(
+            "the request is not valid", problems: [.init(pointer: "#/parameters/\(parameter)", message: "expected 1 to 500")]).body))
     }
 
     /// Another read of the topic is running: the client retries shortly.
