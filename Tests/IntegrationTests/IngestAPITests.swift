@@ -92,6 +92,14 @@ struct IngestAPITests {
             let answer = try httpRequest("GET", port: port, "/v1/dead-letters?activity=match-http&reason=activity-ended", headers: reader)
             return (try JSONValue.parse(answer.body)["dead_letters"]?.arrayValue?.count ?? 0) >= 2 ? true : nil
         }
+        // The same through the command line.
+        let url = "http://127.0.0.1:\(port)"
+        let listedByCLI = try runProcess(["dead-letters", "list", "--url", url, "--key", Self.readKey, "--activity", "match-http", "--limit", "5"])
+        #expect(listedByCLI.status == 0, "\(listedByCLI.standardError)")
+        #expect(try JSONValue.parse(listedByCLI.standardOutput)["dead_letters"]?.arrayValue?.count == 2)
+        let replayedByCLI = try runProcess(["dead-letters", "replay", id, "--url", url], environment: ["LIVEDISPATCH_API_KEY": Self.operatorKey])
+        #expect(replayedByCLI.status == 0, "\(replayedByCLI.standardError)")
+        #expect(try runProcess(["dead-letters", "replay", "0-999999", "--url", url, "--key", Self.operatorKey]).status != 0)
         #expect(try httpRequest("POST", port: port, "/v1/dead-letters/0-999999/replay", headers: admin).status == 404)
         #expect(try httpRequest("POST", port: port, "/v1/dead-letters/x/replay", headers: admin).status == 400)
         #expect(try httpRequest("GET", port: port, "/v1/dead-letters?limit=0", headers: reader).status == 400)
