@@ -70,10 +70,10 @@ public struct WorkerHTTPServer: Service {
     /// `onListening` is told the bound port (useful with port 0).
     init(
         listen: String, configuration: WorkerConfiguration.HTTP, health: Health, exposition: Exposition?,
-        topics: IngestAPI.Topics,
+        topics: WorkerAPI.Topics,
         produce: @escaping @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void,
         rules: @escaping @Sendable () -> RuleSet,
-        readTopic: @escaping IngestAPI.ReadTopic,
+        readTopic: @escaping WorkerAPI.ReadTopic,
         logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let parts = listen.split(separator: ":")
@@ -89,7 +89,7 @@ public struct WorkerHTTPServer: Service {
         router.get("/v1/openapi.json") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
         }
-        let api = IngestAPI(
+        let api = WorkerAPI(
             topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic)
         try api.registerHandlers(on: router)
 
@@ -139,7 +139,7 @@ public struct WorkerHTTPServer: Service {
 
     /// Reads a topic's chosen partitions to their end with the partition
     /// reader (no consumer group); a partition the topic lacks reads nothing.
-    static func topicReader(client: KafkaClientConfiguration, logger: Logger) -> IngestAPI.ReadTopic {
+    static func topicReader(client: KafkaClientConfiguration, logger: Logger) -> WorkerAPI.ReadTopic {
         let gate = ScanGate()
         return { topic, partitions, body in
             try gate.enter()

@@ -25,7 +25,7 @@ struct ExplainRulesTests {
     func outcomes() throws {
         let rules = try Self.shippedRules()
         let event: [String: (any Sendable)?] = ["order_id": "A-1", "status": "on_the_way", "eta": "2026-02-08T19:45:00Z", "driver": ["name": "Zoë"]]
-        let explanation = try IngestAPI.explain(request("delivery.orders", event), rules: rules, now: now).get()
+        let explanation = try WorkerAPI.explain(request("delivery.orders", event), rules: rules, now: now).get()
         #expect(explanation.topic == "delivery.orders")
         let byRule = Dictionary(uniqueKeysWithValues: explanation.rules.map { ($0.rule, $0) })
         let progress = try #require(byRule["delivery-progress"])
@@ -40,12 +40,12 @@ struct ExplainRulesTests {
     @Test("a date for now() out of range is a 400 at /now")
     func badNow() throws {
         let rules = try Self.shippedRules()
-        guard case .failure(let error) = IngestAPI.explain(try request("delivery.orders", [:], now: .case1(1e300)), rules: rules, now: now) else {
+        guard case .failure(let error) = WorkerAPI.explain(try request("delivery.orders", [:], now: .case1(1e300)), rules: rules, now: now) else {
             Issue.record("1e300 must be refused")
             return
         }
         #expect(error.problems.map(\.pointer) == ["/now"])
-        guard case .failure(let textError) = IngestAPI.explain(try request("delivery.orders", [:], now: .case2("soon")), rules: rules, now: now) else {
+        guard case .failure(let textError) = WorkerAPI.explain(try request("delivery.orders", [:], now: .case2("soon")), rules: rules, now: now) else {
             Issue.record("\"soon\" must be refused")
             return
         }

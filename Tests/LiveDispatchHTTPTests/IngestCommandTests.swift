@@ -10,7 +10,7 @@ struct IngestCommandTests {
     typealias Update = Components.Schemas.UpdateRequest
 
     func command(_ body: some Encodable, event: ActivityEvent = .update, activity: String = "match-42", key: String? = nil) -> Result<ActivityCommand, APIError> {
-        IngestAPI.command(event, activity: activity, idempotencyKey: key, body: body, makeID: { "generated-id" })
+        WorkerAPI.command(event, activity: activity, idempotencyKey: key, body: body, makeID: { "generated-id" })
     }
 
     func problems(_ result: Result<ActivityCommand, APIError>) -> [String] {
@@ -75,7 +75,7 @@ struct IngestCommandTests {
             let produced = Mutex<[(String, [UInt8], [UInt8])]>([])
         }
         let records = Records()
-        let api = IngestAPI(
+        let api = WorkerAPI(
             topics: .init(commands: "livedispatch.commands", tokens: "livedispatch.tokens", state: "s", tokenStore: "ts", deadLetters: "d"),
             produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id-1" }, rules: { rules }, readTopic: { _, _, _ in })
         let outcome = await api.submit(.end, activity: "match-42", idempotencyKey: nil, body: Update())
@@ -95,7 +95,7 @@ struct IngestCommandTests {
     func unavailable() async throws {
         let rules = try ExplainRulesTests.shippedRules()
         struct Refused: Error {}
-        let api = IngestAPI(
+        let api = WorkerAPI(
             topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"), produce: { _, _, _ in throw Refused() }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
         guard case .unavailable(let error) = await api.submit(.update, activity: "a", idempotencyKey: nil, body: Update()) else {
             Issue.record("expected 503")
@@ -107,7 +107,7 @@ struct IngestCommandTests {
     @Test("token registrations use the tokens topic's decoder")
     func tokens() async throws {
         let rules = try ExplainRulesTests.shippedRules()
-        let api = IngestAPI(topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"), produce: { _, _, _ in }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
+        let api = WorkerAPI(topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"), produce: { _, _, _ in }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
         let bad = await api.submit(registration: .object(["activity_id": "a", "token": "zz", "action": "register"]))
         guard case .invalid(let error) = bad else {
             Issue.record("a non-hex token must be refused")

@@ -7,8 +7,9 @@ import LiveDispatchRules
 /// `ActivityCommand` or `TokenRegistration` a backend would write to Kafka,
 /// read by the same decoders as the `commands` and `tokens` topics, and is
 /// produced there (key: the activity id) before the answer. Read: an
-/// explanation of what the worker's rules make of an event, dead letters.
-struct IngestAPI: APIProtocol {
+/// explanation of what the worker's rules make of an event, activities and
+/// dead letters read from Kafka; replays.
+struct WorkerAPI: APIProtocol {
     /// Produces one record and returns once Kafka acknowledged it.
     typealias Produce = @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void
 

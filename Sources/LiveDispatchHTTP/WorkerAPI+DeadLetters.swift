@@ -2,7 +2,7 @@ import Foundation
 import LiveDispatchCore
 import OpenAPIRuntime
 
-extension IngestAPI {
+extension WorkerAPI {
 
     /// `GET /v1/dead-letters`: the newest dead letters, by activity and reason.
     func listDeadLetters(_ input: Operations.ListDeadLetters.Input) async throws -> Operations.ListDeadLetters.Output {

@@ -3,7 +3,7 @@ import LiveDispatchCore
 import LiveDispatchRules
 import OpenAPIRuntime
 
-extension IngestAPI {
+extension WorkerAPI {
     /// `POST /v1/rules/explain`: what `livedispatch rules explain` prints,
     /// for the rules this worker runs now. Nothing is produced.
     func explainRules(_ input: Operations.ExplainRules.Input) async throws -> Operations.ExplainRules.Output {

@@ -1,6 +1,6 @@
 import LiveDispatchCore
 
-extension IngestAPI {
+extension WorkerAPI {
     /// `GET /v1/activities/{activity_id}`: what Kafka holds of an activity,
     /// read from its partition of `state` and `token-store` and from
     /// `dead-letters`, so any worker answers alike.
@@ -37,7 +37,7 @@ extension IngestAPI {
     }
 }
 
-extension IngestAPI {
+extension WorkerAPI {
     /// `GET /v1/activities`: the activities whose id contains `query`, from the `state` topic.
     func listActivities(_ input: Operations.ListActivities.Input) async throws -> Operations.ListActivities.Output {
         let limit = input.query.limit ?? 100
