@@ -1,7 +1,11 @@
 # LiveDispatch: the two commands are `make run` and `make test`.
 SWIFT ?= swift
 
+<<<<<<< HEAD
 .PHONY: bootstrap build test check-deploy run release clean
+=======
+.PHONY: bootstrap build test run release clean openapi
+>>>>>>> http
 
 bootstrap:
 	./scripts/bootstrap
@@ -25,6 +29,11 @@ run: bootstrap
 
 release: bootstrap
 	$(SWIFT) build -c release
+
+# Regenerates the ingest API's server code from openapi.yaml (committed, so
+# neither builds nor CI run the generator).
+openapi:
+	./scripts/generate-openapi
 
 clean:
 	rm -rf .build

@@ -15,8 +15,25 @@ public struct WorkerStartError: Error, Sendable, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
+/// What the worker's HTTP server is built from (it lives in its own target,
+/// `LiveDispatchHTTP`, which the caller of ``Worker/start(configuration:options:logger:metrics:http:)`` links).
+public struct WorkerHTTPComponents: Sendable {
+    public let configuration: WorkerConfiguration
+    public let dispatcher: Dispatcher
+    /// The worker's producer: what the ingest API accepts goes to Kafka through it.
+    public let producer: KafkaProducer
+    /// The rules in force (hot reloads included).
+    public let rules: RuleSetStore
+    /// How to reach Kafka (e.g. to read the dead-letters topic).
+    public let kafka: KafkaClientConfiguration
+    public let logger: Logger
+}
+
+/// Makes the worker's HTTP server, started with the other services when `admin.listen` is set.
+public typealias WorkerHTTPServerFactory = @Sendable (WorkerHTTPComponents) throws -> any Service
+
 /// Builds a worker from its configuration and runs it: the router and
-/// dispatcher stages, the producer they share, the admin endpoint, and —
+/// dispatcher stages, the producer they share, the HTTP server, and —
 /// for `kafka.bootstrap: embedded` and `apns.endpoint: simulator` — an
 /// in-process Kafka mock cluster and APNs simulator.
 public final class Worker: Sendable {
@@ -59,7 +76,7 @@ public final class Worker: Sendable {
 
     public static func start(
         configuration: WorkerConfiguration, options: Options = Options(), logger: Logger,
-        metrics: WorkerMetrics = WorkerMetrics(), admin: AdminEndpoint.Exposition? = nil
+        metrics: WorkerMetrics = WorkerMetrics(), http: WorkerHTTPServerFactory? = nil
     ) async throws -> Worker {
         let rules: RuleSetStore
         do {
@@ -120,8 +137,9 @@ public final class Worker: Sendable {
         // Started in this order and shut down in reverse: the consumers stop
         // first, the dispatcher drains, the producer flushes last.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: producer), .init(service: dispatcher), .init(service: router)]
-        if !configuration.admin.listen.isEmpty {
-            services.append(.init(service: try AdminEndpoint(listen: configuration.admin.listen, dispatcher: dispatcher, exposition: admin, logger: logger)))
+        if !configuration.admin.listen.isEmpty, let http {
+            let components = WorkerHTTPComponents(configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, kafka: client, logger: logger)
+            services.append(.init(service: try http(components)))
         }
         if let replay = options.replay {
             let scenario: Scenario

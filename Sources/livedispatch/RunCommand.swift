@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LiveDispatchHTTP
 import LiveDispatchWorker
 import Logging
 import Metrics
@@ -70,7 +71,7 @@ struct RunCommand: AsyncParsableCommand {
             worker = try await Worker.start(
                 configuration: configuration,
                 options: .init(replay: replay, exitAfterReplay: exitAfterReplay, console: console, simulatorRecordFile: simulatorRecord),
-                logger: logger, admin: { registry.emitToBuffer() })
+                logger: logger, http: { components in try WorkerHTTPServer(components: components, exposition: { registry.emitToBuffer() }) })
         } catch {
             FileHandle.standardError.write(Data("error: the worker cannot start: \(error)\n".utf8))
             throw ExitCode.failure

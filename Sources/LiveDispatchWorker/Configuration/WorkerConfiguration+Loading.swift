@@ -97,6 +97,7 @@ struct ConfigurationKey: Sendable {
         case stringList
         case stringMap
         case choice([String])
+        case apiKeys
     }
 
     let path: String
@@ -170,6 +171,14 @@ struct ConfigurationKey: Sendable {
         .integer("limits.max_event_bytes", 64...(64 << 20), \.limits.maxEventBytes),
         .integer("limits.max_in_flight_per_activity", 1...100_000, \.limits.maxInFlightPerActivity),
         .string("admin.listen", \.admin.listen),
+        .duration("http.idle_timeout", \.http.idleTimeout),
+        .duration("http.header_timeout", \.http.headerTimeout),
+        .duration("http.request_timeout", \.http.requestTimeout),
+        .integer("http.max_connections", 1...1_000_000, \.http.maxConnections),
+        .integer("http.max_body_bytes", 1...(64 << 20), \.http.maxBodyBytes),
+        .integer("http.rate_limit", 1...1_000_000, \.http.rateLimit),
+        .integer("http.rate_burst", 1...1_000_000, \.http.rateBurst),
+        ConfigurationKey(path: "http.api_keys", kind: .apiKeys) { if case .apiKeys(let v) = $1 { $0.http.apiKeys = v } },
         .duration("shutdown.timeout", \.shutdown.timeout),
     ]
 
@@ -183,6 +192,7 @@ enum ConfigurationValue: Sendable {
     case bool(Bool)
     case list([String])
     case map([String: String])
+    case apiKeys([WorkerConfiguration.APIKey])
 }
 
 /// Parses `250ms`, `2s`, `5m`, `12h`, `1d`, or plain seconds.
@@ -282,6 +292,8 @@ struct ConfigurationLoader {
             return nil
         }
         switch key.kind {
+        case .apiKeys:
+            return parseAPIKeys(node, key: key.path)
         case .stringList:
             if case .scalar = node, node.null != nil { return .list([]) }
             guard case .sequence(let items) = node else { return fail("expected a list of strings") }
@@ -348,6 +360,8 @@ struct ConfigurationLoader {
             return .success(.list(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }))
         case .stringMap:
             return .failure(Message(text: "cannot be set whole from the environment; set LIVEDISPATCH_KAFKA_PROPERTIES_<NAME> per property"))
+        case .apiKeys:
+            return .failure(Message(text: "cannot be set from the environment; list the keys (their SHA-256 hashes) in the configuration file"))
         }
     }
 
@@ -387,6 +401,10 @@ struct ConfigurationLoader {
               "must be at least coalesce.window (\(configuration.coalesce.window)s)")
         check(configuration.backpressure.lowWatermark < configuration.backpressure.highWatermark, "backpressure.low_watermark",
               "must be below backpressure.high_watermark (\(configuration.backpressure.highWatermark))")
+        let http = configuration.http
+        for (key, seconds) in [("http.idle_timeout", http.idleTimeout), ("http.header_timeout", http.headerTimeout), ("http.request_timeout", http.requestTimeout)] {
+            check(seconds >= 0.01 && seconds <= 86_400, key, "must be between 10ms and 24h")
+        }
         check([1, 5, 10].contains(configuration.activity.defaultPriority), "activity.default_priority", "must be 1, 5 or 10")
         validateAPNs(configuration.apns)
         if !configuration.admin.listen.isEmpty {

@@ -82,7 +82,8 @@ public struct WorkerConfiguration: Sendable, Hashable {
     }
 
     public struct Admin: Sendable, Hashable {
-        /// `host:port` of the health and metrics endpoint; empty turns it off.
+        /// `host:port` of the worker's HTTP server (health, metrics, status,
+        /// the ingest API); empty turns it off. Its limits and keys are `http.*`.
         public var listen = "127.0.0.1:9464"
     }
 
@@ -100,6 +101,7 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var backpressure = Backpressure()
     public var limits = Limits()
     public var admin = Admin()
+    public var http = HTTP()
     public var shutdown = Shutdown()
 
     public init() {}

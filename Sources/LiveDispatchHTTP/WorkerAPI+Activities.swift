@@ -1,0 +1,54 @@
+import LiveDispatchCore
+
+extension WorkerAPI {
+    /// `GET /v1/activities/{activity_id}`: what Kafka holds of an activity,
+    /// read from its partition of `state` and `token-store` and from
+    /// `dead-letters`, so any worker answers alike.
+    func getActivity(_ input: Operations.GetActivity.Input) async throws -> Operations.GetActivity.Output {
+        let offset = input.query.tokensOffset ?? 0
+        let limit = input.query.tokensLimit ?? 100
+        var problems: [Components.Schemas.Problem] = []
+        if offset < 0 { problems.append(.init(pointer: "#/parameters/tokens_offset", message: "expected 0 or more")) }
+        if let bad = Self.badLimit(limit, parameter: "tokens_limit"), case .json(let body) = bad.body { problems += body.problems ?? [] }
+        let id = input.path.activityId
+        if (try? ActivityID(id)) == nil { problems.append(.init(pointer: "#/parameters/activity_id", message: "expected 1 to 256 bytes without control characters")) }
+        guard problems.isEmpty else { return .badRequest(.init(body: .json(APIError.invalid("the request is not valid", problems: problems).body))) }
+
+        var model = ActivityReadModel(activityID: id)
+        var letters = DeadLetterQuery(activity: id, reason: nil, limit: 10)
+        let failure = await Self.reading {
+            try await readTopic(topics.state, .key(id)) { model.stateRecord(key: $0.key, value: $0.value) }
+            try await readTopic(topics.tokenStore, .key(id)) { model.tokenStoreRecord(key: $0.key, value: $0.value) }
+            try await readTopic(topics.deadLetters, .all) { letters.consider(partition: $0.partition, offset: $0.offset, value: $0.value) }
+        }
+        switch failure {
+        case .busy(let answer)?: return .tooManyRequests(answer)
+        case .unavailable(let answer)?: return .serviceUnavailable(answer)
+        case nil: break
+        }
+        guard model.isKnown || !letters.newest.isEmpty else {
+            return .notFound(.init(body: .json(.init(error: "not-found", message: "Kafka holds no state, token or dead letter of activity \(id.debugDescription)"))))
+        }
+        let view = Components.Schemas.ActivityView(
+            activityId: id, version: model.version, ended: model.isEnded, state: model.state.flatMap(Self.container),
+            tokens: .init(count: model.tokens.count, items: model.tokenPage(offset: offset, limit: limit).compactMap(Self.container)),
+            deadLetters: Self.entries(letters))
+        return .ok(.init(body: .json(view)))
+    }
+}
+
+extension WorkerAPI {
+    /// `GET /v1/activities`: the activities whose id contains `query`, from the `state` topic.
+    func listActivities(_ input: Operations.ListActivities.Input) async throws -> Operations.ListActivities.Output {
+        let limit = input.query.limit ?? 100
+        if let bad = Self.badLimit(limit, parameter: "limit") { return .badRequest(bad) }
+        var query = ActivityListQuery(containing: input.query.query)
+        switch await Self.reading({ try await readTopic(topics.state, .all) { query.consider(key: $0.key, value: $0.value) } }) {
+        case .busy(let answer)?: return .tooManyRequests(answer)
+        case .unavailable(let answer)?: return .serviceUnavailable(answer)
+        case nil: break
+        }
+        let activities = query.first(limit).map { Components.Schemas.ActivitySummary(activityId: $0.activityID, version: $0.version, ended: $0.ended) }
+        return .ok(.init(body: .json(.init(activities: activities, matched: query.matched, truncated: query.truncated))))
+    }
+}

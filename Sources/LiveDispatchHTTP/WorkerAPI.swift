@@ -1,0 +1,206 @@
+import Foundation
+import Kafka
+import LiveDispatchCore
+import LiveDispatchRules
+
+/// The routes of `openapi.yaml`. Ingest: each request becomes the same
+/// `ActivityCommand` or `TokenRegistration` a backend would write to Kafka,
+/// read by the same decoders as the `commands` and `tokens` topics, and is
+/// produced there (key: the activity id) before the answer. Read: an
+/// explanation of what the worker's rules make of an event, activities and
+/// dead letters read from Kafka; replays.
+struct WorkerAPI: APIProtocol {
+    /// Produces one record and returns once Kafka acknowledged it.
+    typealias Produce = @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void
+
+    /// The worker's internal topics, by their full names.
+    struct Topics: Sendable {
+        var commands: String
+        var tokens: String
+        var state: String
+        var tokenStore: String
+        var deadLetters: String
+    }
+
+    /// Which partitions of a topic to read: all, one, or the one a key goes to.
+    enum Partitions: Sendable {
+        case all
+        case number(Int32)
+        case key(String)
+    }
+
+    /// Reads a topic's chosen partitions to their end (a partition the topic
+    /// does not have reads nothing), handing each record to `body`.
+    typealias ReadTopic = @Sendable (_ topic: String, _ partitions: Partitions, _ body: (KafkaRecord) -> Void) async throws -> Void
+
+    let topics: Topics
+    let produce: Produce
+    /// A fresh command id, for requests without `Idempotency-Key`.
+    let makeID: @Sendable () -> String
+    /// The rules the worker runs now.
+    let rules: @Sendable () -> RuleSet
+    /// Reads the internal topics for the read routes and replays.
+    let readTopic: ReadTopic
+
+    /// What became of one request.
+    enum Outcome<Accepted: Sendable>: Sendable {
+        case accepted(Accepted)
+        case invalid(APIError)
+        case unavailable(APIError)
+    }
+
+    // MARK: Activities
+
+    func startActivity(_ input: Operations.StartActivity.Input) async throws -> Operations.StartActivity.Output {
+        let body = switch input.body { case .json(let body): body }
+        let outcome = await submit(.start, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body)
+        return Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
+    }
+
+    func updateActivity(_ input: Operations.UpdateActivity.Input) async throws -> Operations.UpdateActivity.Output {
+        let body = switch input.body { case .json(let body): body }
+        let outcome = await submit(.update, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body)
+        return Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
+    }
+
+    func endActivity(_ input: Operations.EndActivity.Input) async throws -> Operations.EndActivity.Output {
+        let body = switch input.body { case .json(let body): body }
+        let outcome = await submit(.end, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body)
+        return Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
+    }
+
+    /// Turns a request into a command with the `commands` topic's decoder and produces it.
+    func submit(
+        _ event: ActivityEvent, activity: String, idempotencyKey: String?, body: some Encodable & Sendable
+    ) async -> Outcome<Components.Schemas.CommandAccepted> {
+        let command: ActivityCommand
+        switch Self.command(event, activity: activity, idempotencyKey: idempotencyKey, body: body, makeID: makeID) {
+        case .success(let made): command = made
+        case .failure(let error): return .invalid(error)
+        }
+        let id = command.id ?? ""
+        if let failure = await send(topics.commands, key: command.activityID.rawValue, value: command.json) { return .unavailable(failure) }
+        return .accepted(.init(commandId: id, activityId: command.activityID.rawValue, event: .init(rawValue: event.rawValue) ?? .update))
+    }
+
+    /// The command a request stands for, or the 400 naming each bad field.
+    static func command(
+        _ event: ActivityEvent, activity: String, idempotencyKey: String?, body: some Encodable, makeID: () -> String
+    ) -> Result<ActivityCommand, APIError> {
+        if let idempotencyKey, !isValidIdempotencyKey(idempotencyKey) {
+            return .failure(.invalid("the request is not valid", problems: [.init(
+                pointer: "#/parameters/Idempotency-Key", message: "expected 1 to 200 printable ASCII characters")]))
+        }
+        guard case .object(var fields) = encoded(body) else {
+            return .failure(.invalid("expected a JSON object", problems: [.init(pointer: "", message: "expected a JSON object")]))
+        }
+        // Braze's `notification: {alert: {title, body}, sound}` is the command's `alert`.
+        let notification = fields.removeValue(forKey: "notification")
+        if let notification {
+            if fields["alert"] != nil {
+                return .failure(.invalid("the request is not valid", problems: [.init(pointer: "/notification", message: "give notification or alert, not both")]))
+            }
+            var alert = notification["alert"]?.objectValue ?? [:]
+            if let sound = notification["sound"] { alert["sound"] = sound }
+            fields["alert"] = .object(alert)
+        }
+        fields["activity_id"] = .string(activity)
+        fields["event"] = .string(event.rawValue)
+        fields["id"] = .string(idempotencyKey ?? makeID())
+        do {
+            return .success(try ActivityCommand(json: .object(fields)))
+        } catch {
+            return .failure(.invalid("the request is not valid", problems: [problem(error, notification: notification != nil)]))
+        }
+    }
+
+    // MARK: Tokens
+
+    func registerToken(_ input: Operations.RegisterToken.Input) async throws -> Operations.RegisterToken.Output {
+        let body = switch input.body { case .json(let body): body }
+        guard case .object(var fields) = Self.encoded(body) else {
+            return .badRequest(.init(body: .json(APIError.invalid("expected a JSON object").body)))
+        }
+        fields["action"] = .string(TokenRegistration.Action.register.rawValue)
+        return Self.answer(
+            await submit(registration: .object(fields)),
+            accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
+    }
+
+    func unregisterToken(_ input: Operations.UnregisterToken.Input) async throws -> Operations.UnregisterToken.Output {
+        var fields: [String: JSONValue] = [
+            "activity_id": .string(input.query.activityId), "token": .string(input.path.token),
+            "action": .string(TokenRegistration.Action.unregister.rawValue),
+        ]
+        if let environment = input.query.environment { fields["environment"] = .string(environment.rawValue) }
+        return Self.answer(
+            await submit(registration: .object(fields), inParameters: true),
+            accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
+    }
+
+    /// Reads a registration with the `tokens` topic's decoder and produces it.
+    func submit(registration json: JSONValue, inParameters: Bool = false) async -> Outcome<Components.Schemas.TokenAccepted> {
+        let registration: TokenRegistration
+        do {
+            registration = try TokenRegistration(json: json)
+        } catch {
+            let pointer = inParameters ? "#/parameters/\(error.field)" : JSONPointer.make(error.field.split(separator: ".").map(String.init))
+            return .invalid(.invalid("the request is not valid", problems: [.init(pointer: error.field.isEmpty ? "" : pointer, message: error.message)]))
+        }
+        if let failure = await send(topics.tokens, key: registration.activityID.rawValue, value: registration.json) { return .unavailable(failure) }
+        return .accepted(.init(
+            activityId: registration.activityID.rawValue, token: registration.token.hex,
+            action: registration.action == .register ? .register : .unregister))
+    }
+
+    // MARK: Helpers
+
+    /// An outcome as one operation's own `Output`: its 202, 400 and 503 cases.
+    static func answer<Accepted, Output>(
+        _ outcome: Outcome<Accepted>, accepted: (Accepted) -> Output,
+        badRequest: (Components.Responses.BadRequest) -> Output, unavailable: (Components.Responses.Unavailable) -> Output
+    ) -> Output {
+        switch outcome {
+        case .accepted(let body): accepted(body)
+        case .invalid(let error): badRequest(.init(body: .json(error.body)))
+        case .unavailable(let error): unavailable(.init(headers: .init(retryAfter: error.retryAfter ?? 1), body: .json(error.body)))
+        }
+    }
+
+    /// Produces a record; nil once Kafka acknowledged it, else the 503 to answer.
+    private func send(_ topic: String, key: String, value: JSONValue) async -> APIError? {
+        do {
+            try await produce(topic, Array(key.utf8), value.serialized())
+            return nil
+        } catch {
+            return APIError(
+                status: .serviceUnavailable, code: "unavailable",
+                message: "Kafka did not acknowledge the record (\(error)); nothing was accepted, retry later", retryAfter: 1)
+        }
+    }
+
+    /// The JSON a generated body type stands for, as the Kafka decoders read it.
+    static func encoded(_ body: some Encodable) -> JSONValue {
+        guard let data = try? JSONEncoder().encode(body), let value = try? JSONValue.parse(Array(data)) else { return .null }
+        return value
+    }
+
+    /// A decoder's field error as a problem: body fields as JSON pointers,
+    /// the path's activity id and the idempotency key as parameters.
+    static func problem(_ error: FieldError, notification: Bool) -> Components.Schemas.Problem {
+        var components = error.field.split(separator: ".").map(String.init)
+        switch components.first {
+        case "activity_id": return .init(pointer: "#/parameters/activity_id", message: error.message)
+        case "id": return .init(pointer: "#/parameters/Idempotency-Key", message: error.message)
+        case "alert" where notification:
+            components = ["notification"] + (components.count > 1 && components[1] != "sound" ? ["alert"] : []) + components.dropFirst()
+        default: break
+        }
+        return .init(pointer: JSONPointer.make(components), message: error.message)
+    }
+
+    /// 1 to 200 printable ASCII characters.
+    static func isValidIdempotencyKey(_ key: String) -> Bool {
+        (1...200).contains(key.utf8.count) && key.utf8.allSatisfy { (0x21...0x7E).contains($0) }
+    }
+}

@@ -1,0 +1,56 @@
+@testable import LiveDispatchHTTP
+import LiveDispatchCore
+import Testing
+
+@Suite("Dead letter query")
+struct DeadLetterQueryTests {
+    func letter(_ activity: String, _ reason: DeadLetterReason, at seconds: Double) -> [UInt8] {
+        DeadLetter(reason: reason, message: "m", activityID: try? ActivityID(activity), deadLetteredAt: UnixTime(seconds: seconds)).json.serialized()
+    }
+
+    @Test("keeps the newest matches, newest first, across partitions")
+    func newest() {
+        var query = DeadLetterQuery(activity: "a", reason: nil, limit: 3)
+        for offset in 0..<100 {
+            query.consider(partition: 0, offset: Int64(offset), value: letter("a", .activityEnded, at: Double(1000 + offset)))
+            query.consider(partition: 1, offset: Int64(offset), value: letter("b", .activityEnded, at: Double(5000 + offset)))
+        }
+        query.consider(partition: 2, offset: 0, value: letter("a", .invalidCommand, at: 1050.5))
+        #expect(query.scanned == 201)
+        #expect(query.newest.map(\.letter.deadLetteredAt.seconds) == [1099, 1098, 1097])
+        #expect(query.newest.map(\.partition) == [0, 0, 0])
+    }
+
+    @Test("filters by reason; tombstones and records that are not dead letters are skipped")
+    func filters() {
+        var query = DeadLetterQuery(activity: nil, reason: "invalid-command", limit: 10)
+        query.consider(partition: 0, offset: 0, value: nil)
+        query.consider(partition: 0, offset: 1, value: Array("not json".utf8))
+        query.consider(partition: 0, offset: 2, value: Array(#"{"unexpected": true}"#.utf8))
+        query.consider(partition: 0, offset: 3, value: letter("a", .activityEnded, at: 10))
+        query.consider(partition: 0, offset: 4, value: letter("a", .invalidCommand, at: 11))
+        #expect(query.scanned == 5)
+        #expect(query.newest.map(\.offset) == [4])
+    }
+
+    @Test("a limit below 1 is taken as 1")
+    func limit() {
+        var query = DeadLetterQuery(activity: nil, reason: nil, limit: 0)
+        query.consider(partition: 0, offset: 0, value: letter("a", .activityEnded, at: 1))
+        query.consider(partition: 0, offset: 1, value: letter("a", .activityEnded, at: 2))
+        #expect(query.newest.map(\.offset) == [1])
+    }
+}
+
+@Suite("Dead letter reads, one at a time")
+struct ScanGateTests {
+    @Test("a second read while one runs is refused until the first leaves")
+    func gate() throws {
+        let gate = WorkerHTTPServer.ScanGate()
+        try gate.enter()
+        #expect(throws: WorkerHTTPServer.ScanGate.Busy.self) { try gate.enter() }
+        gate.leave()
+        try gate.enter()
+        gate.leave()
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+@testable import LiveDispatchHTTP
+import LiveDispatchCore
+import LiveDispatchRules
+import Synchronization
+import Testing
+
+@Suite("Ingest API: requests to commands")
+struct IngestCommandTests {
+    typealias Update = Components.Schemas.UpdateRequest
+
+    func command(_ body: some Encodable, event: ActivityEvent = .update, activity: String = "match-42", key: String? = nil) -> Result<ActivityCommand, APIError> {
+        WorkerAPI.command(event, activity: activity, idempotencyKey: key, body: body, makeID: { "generated-id" })
+    }
+
+    func problems(_ result: Result<ActivityCommand, APIError>) -> [String] {
+        guard case .failure(let error) = result else { return [] }
+        return error.problems.map(\.pointer)
+    }
+
+    @Test("an update carries the path's activity, the route's event and the idempotency key as its id")
+    func update() throws {
+        let body = Update(contentState: try .init(unvalidatedValue: ["teamOneScore": 2]), priority: 5, relevanceScore: 50)
+        let made = try command(body, key: "retry-1").get()
+        #expect(made.activityID.rawValue == "match-42")
+        #expect(made.event == .update)
+        #expect(made.id == "retry-1")
+        #expect(made.contentState == .object(["teamOneScore": .integer(2)]))
+        #expect(made.priority == .normal)
+        #expect(try command(body).get().id == "generated-id")
+    }
+
+    @Test("Braze's notification becomes the alert")
+    func notification() throws {
+        let body = Update(notification: .init(alert: .init(title: "Goal!", body: "2–1"), sound: "default"))
+        #expect(try command(body).get().alert == ActivityAlert(title: "Goal!", body: "2–1", sound: "default"))
+        let both = Update(notification: .init(alert: .init(title: "a", body: "b")), alert: .init(title: "c", body: "d"))
+        #expect(problems(command(both)) == ["/notification"])
+    }
+
+    @Test("the commands topic's decoder finds bad fields, named by JSON pointer")
+    func badFields() {
+        #expect(problems(command(Update(priority: 3))) == ["/priority"])
+        #expect(problems(command(Update(timestamp: .case1(1e300)))) == ["/timestamp"])
+        #expect(problems(command(Update(staleDate: .case2("yesterday")))) == ["/stale_date"])
+        #expect(problems(command(Update(replaceState: true))) == ["/content_state"])
+        #expect(problems(command(Update(), activity: "")) == ["#/parameters/activity_id"])
+        #expect(problems(command(Update(), activity: String(repeating: "x", count: 300))) == ["#/parameters/activity_id"])
+        #expect(problems(command(Update(), key: "has space")) == ["#/parameters/Idempotency-Key"])
+        #expect(problems(command(Update(), key: String(repeating: "k", count: 201))) == ["#/parameters/Idempotency-Key"])
+    }
+
+    @Test("a start needs the alert, the attributes type and the attributes")
+    func start() throws {
+        let bare = Components.Schemas.StartRequest(contentState: try .init(unvalidatedValue: ["eta": 5]))
+        #expect(problems(command(bare, event: .start)) == ["/alert"])
+        let full = Components.Schemas.StartRequest(
+            contentState: try .init(unvalidatedValue: ["eta": 5]), notification: .init(alert: .init(title: "On its way", body: "5 min")),
+            attributesType: "DeliveryAttributes", attributes: try .init(unvalidatedValue: ["order": "A1"]))
+        let made = try command(full, event: .start).get()
+        #expect(made.event == .start)
+        #expect(made.attributesType == "DeliveryAttributes")
+    }
+
+    @Test("JSON pointers escape ~ and /")
+    func pointers() {
+        #expect(JSONPointer.make(["a/b", "c~d"]) == "/a~1b/c~0d")
+        #expect(JSONPointer.make([String]()) == "")
+    }
+
+    @Test("an accepted command is produced to the commands topic under its activity id, once acknowledged")
+    func produced() async throws {
+        let rules = try ExplainRulesTests.shippedRules()
+        final class Records: Sendable {
+            let produced = Mutex<[(String, [UInt8], [UInt8])]>([])
+        }
+        let records = Records()
+        let api = WorkerAPI(
+            topics: .init(commands: "livedispatch.commands", tokens: "livedispatch.tokens", state: "s", tokenStore: "ts", deadLetters: "d"),
+            produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id-1" }, rules: { rules }, readTopic: { _, _, _ in })
+        let outcome = await api.submit(.end, activity: "match-42", idempotencyKey: nil, body: Update())
+        guard case .accepted(let accepted) = outcome else {
+            Issue.record("expected the command to be accepted, got \(outcome)")
+            return
+        }
+        #expect(accepted.commandId == "id-1")
+        let record = try #require(records.produced.withLock { $0.first })
+        #expect(record.0 == "livedispatch.commands")
+        #expect(record.1 == Array("match-42".utf8))
+        let sent = try ActivityCommand(bytes: record.2)
+        #expect(sent.event == .end && sent.id == "id-1")
+    }
+
+    @Test("a record Kafka did not acknowledge is a 503 with Retry-After, and nothing is accepted")
+    func unavailable() async throws {
+        let rules = try ExplainRulesTests.shippedRules()
+        struct Refused: Error {}
+        let api = WorkerAPI(
+            topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"), produce: { _, _, _ in throw Refused() }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
+        guard case .unavailable(let error) = await api.submit(.update, activity: "a", idempotencyKey: nil, body: Update()) else {
+            Issue.record("expected 503")
+            return
+        }
+        #expect(error.status == .serviceUnavailable && error.retryAfter == 1)
+    }
+
+    @Test("token registrations use the tokens topic's decoder")
+    func tokens() async throws {
+        let rules = try ExplainRulesTests.shippedRules()
+        let api = WorkerAPI(topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"), produce: { _, _, _ in }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
+        let bad = await api.submit(registration: .object(["activity_id": "a", "token": "zz", "action": "register"]))
+        guard case .invalid(let error) = bad else {
+            Issue.record("a non-hex token must be refused")
+            return
+        }
+        #expect(error.problems.map(\.pointer) == ["/token"])
+        let deleted = await api.submit(registration: .object(["activity_id": "a", "token": "zz", "action": "unregister"]), inParameters: true)
+        guard case .invalid(let parameterError) = deleted else {
+            Issue.record("a non-hex token must be refused")
+            return
+        }
+        #expect(parameterError.problems.map(\.pointer) == ["#/parameters/token"])
+        let good = await api.submit(registration: .object(["activity_id": "a", "token": .string(String(repeating: "ab", count: 32)), "action": "register"]))
+        guard case .accepted(let accepted) = good else {
+            Issue.record("a valid registration must be accepted")
+            return
+        }
+        #expect(accepted.action == .register && accepted.activityId == "a")
+    }
+}
