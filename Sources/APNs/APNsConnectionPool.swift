@@ -52,11 +52,19 @@ public final class APNsConnectionPool: Sendable {
         case callback(@Sendable (Int, APNsOutcome) -> Void, index: Int)
     }
 
-    /// What the shell keeps per request; every decision about it is the machine's.
-    private struct Pending {
-        var request: APNsRequest
-        var waiter: Waiter
-        var startedAt: NIODeadline
+    /// What the shell keeps per request; every decision about it is the
+    /// machine's. A class: looking one up under the lock costs one retain,
+    /// not a copy of every field of the request.
+    private final class Pending: Sendable {
+        let request: APNsRequest
+        let waiter: Waiter
+        let startedAt: NIODeadline
+
+        init(request: APNsRequest, waiter: Waiter, startedAt: NIODeadline) {
+            self.request = request
+            self.waiter = waiter
+            self.startedAt = startedAt
+        }
     }
 
     private struct State {
