@@ -36,11 +36,15 @@ struct HTTP2HeaderBlock: Sendable {
             switch request.destination {
             case .device(let token):
                 storage.append(contentsOf: "/3/device/".utf8)
+                // Written on the stack first, so the buffer grows once.
                 let digits: StaticString = "0123456789abcdef"
                 digits.withUTF8Buffer { digits in
-                    for byte in token.bytes {
-                        storage.append(digits[Int(byte >> 4)])
-                        storage.append(digits[Int(byte & 0x0f)])
+                    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * token.bytes.count) { hex in
+                        for (index, byte) in token.bytes.enumerated() {
+                            hex.initializeElement(at: 2 * index, to: digits[Int(byte >> 4)])
+                            hex.initializeElement(at: 2 * index + 1, to: digits[Int(byte & 0x0f)])
+                        }
+                        storage.append(contentsOf: hex)
                     }
                 }
             case .channel:
@@ -99,12 +103,17 @@ extension [UInt8] {
     /// Appends `value` in decimal ASCII.
     fileprivate mutating func appendDecimal(_ value: some BinaryInteger) {
         if value < 0 { append(UInt8(ascii: "-")) }
-        let start = count
-        var rest = value.magnitude
-        repeat {
-            append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10))
-            rest /= 10
-        } while rest > 0
-        self[start...].reverse()
+        // Digits right to left on the stack (a 128-bit magnitude has at most
+        // 39), then appended at once.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 40) { digits in
+            var start = digits.count
+            var rest = value.magnitude
+            repeat {
+                start -= 1
+                digits.initializeElement(at: start, to: UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10))
+                rest /= 10
+            } while rest > 0 && start > 0
+            append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
     }
 }
