@@ -71,6 +71,10 @@ public final class APNsConnectionPool: Sendable {
         var machine: StateMachine
         var pending: [Int: Pending] = [:]
         var connections: [Int: APNsConnection] = [:]
+        /// The current connection attempt of each connection id: events of
+        /// an earlier channel with the same id are dropped.
+        var attempts: [Int: Int] = [:]
+        var nextAttempt = 0
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
         var periodicTask: RepeatedTask?
     }
@@ -334,12 +338,17 @@ public final class APNsConnectionPool: Sendable {
 
     private func connect(_ id: Int) {
         metrics.connectionAttempt()
+        let attempt = state.withLock { state in
+            state.nextAttempt += 1
+            state.attempts[id] = state.nextAttempt
+            return state.nextAttempt
+        }
         let future = APNsConnection.connect(
             id: id, endpoint: configuration.endpoint, sslContext: sslContext,
             connectTimeout: configuration.connectTimeout, pingTimeout: configuration.pingTimeout,
             eventLoop: eventLoopGroup.next(), logger: logger
         ) { [weak self] event in
-            self?.connectionEvent(event, connection: id)
+            self?.connectionEvent(event, connection: id, attempt: attempt)
         }
         future.whenComplete { [weak self] result in
             guard let self else { return }
@@ -362,18 +371,30 @@ public final class APNsConnectionPool: Sendable {
 
     // MARK: Connection events
 
-    private func connectionEvent(_ event: APNsConnectionEvent, connection id: Int) {
+    /// Feeds an event of connection `id` to the machine, unless it comes
+    /// from an earlier channel of that id (a report that arrives after the
+    /// pool reconnected).
+    private func update(connection id: Int, attempt: Int, _ input: (inout State) -> [StateMachine.Action]) {
+        update { state in
+            guard state.attempts[id] == attempt else { return [] }
+            return input(&state)
+        }
+    }
+
+    private func connectionEvent(_ event: APNsConnectionEvent, connection id: Int, attempt: Int) {
         let now = clock.now().seconds
         switch event {
         case .settings(let maxConcurrentStreams):
             logger.debug(
                 "APNs stream limit", metadata: ["apns.connection": "\(id)", "apns.max_streams": "\(maxConcurrentStreams)"])
-            update { $0.machine.settingsReceived(id, maxConcurrentStreams: maxConcurrentStreams, now: now) }
+            update(connection: id, attempt: attempt) {
+                $0.machine.settingsReceived(id, maxConcurrentStreams: maxConcurrentStreams, now: now)
+            }
         case .responses(let responses):
-            responsesReceived(responses, connection: id, now: now)
+            responsesReceived(responses, connection: id, attempt: attempt, now: now)
         case .streamsEnded(let ended):
             countResends(ended)
-            update { state in
+            update(connection: id, attempt: attempt) { state in
                 var actions: [StateMachine.Action] = []
                 for (request, end) in ended { actions += state.machine.streamEnded(request, on: id, end, now: now) }
                 return actions
@@ -382,11 +403,11 @@ public final class APNsConnectionPool: Sendable {
             logger.info(
                 "APNs sent GOAWAY, draining the connection",
                 metadata: ["apns.connection": "\(id)", "apns.error_code": "\(errorCode)", "apns.debug": "\(debug)"])
-            update { $0.machine.goawayReceived(id) }
+            update(connection: id, attempt: attempt) { $0.machine.goawayReceived(id) }
         case .closed(let ended):
             countResends(ended)
             let jitter = self.jitter()
-            update { state in
+            update(connection: id, attempt: attempt) { state in
                 state.connections[id] = nil
                 return state.machine.connectionClosed(
                     id, streams: ended.map { ($0.requestID, $0.end) }, jitter: jitter, now: now)
@@ -406,11 +427,11 @@ public final class APNsConnectionPool: Sendable {
     /// Classifies the responses read together and hands them to the machine
     /// under one lock.
     private func responsesReceived(
-        _ responses: [(requestID: Int, response: APNsResponse)], connection id: Int, now: Double
+        _ responses: [(requestID: Int, response: APNsResponse)], connection id: Int, attempt: Int, now: Double
     ) {
         var classified: [(request: Int, outcome: APNsOutcome)] = []
         classified.reserveCapacity(responses.count)
-        update { state in
+        update(connection: id, attempt: attempt) { state in
             for (request, response) in responses {
                 // A server that echoes no apns-id gets the request's own.
                 let apnsID = state.pending[request]?.request.apnsID ?? ""
