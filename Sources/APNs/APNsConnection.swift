@@ -1,3 +1,4 @@
+import LiveDispatchCore
 import Logging
 import NIOCore
 import NIOPosix
@@ -11,16 +12,14 @@ enum APNsConnectionEvent: Sendable {
     case settings(maxConcurrentStreams: Int)
     /// Complete responses, in the order they ended (all those read at once).
     case responses([(requestID: Int, response: APNsResponse)])
-    /// The server did not process the request; it may be sent elsewhere.
-    /// `wasSent` is false when it never left this client.
-    case unprocessed(requestID: Int, wasSent: Bool)
-    /// The request failed; whether the server processed it is unknown.
-    case failed(requestID: Int, APNsError)
-    /// The server sent GOAWAY; unprocessed streams follow as ``unprocessed(requestID:)``.
+    /// Streams that ended without a response, and how.
+    case streamsEnded([(requestID: Int, end: APNsConnectionPool.StateMachine.StreamEnd)])
+    /// The server sent GOAWAY; the streams above its last-stream-id follow
+    /// as ``streamsEnded(_:)``.
     case goaway(errorCode: UInt32, debug: String)
-    /// The channel closed after it was ready; every stream has been
-    /// reported before this.
-    case closed
+    /// The channel closed after it was ready, with how each of its open
+    /// streams ended.
+    case closed([(requestID: Int, end: APNsConnectionPool.StateMachine.StreamEnd)])
 }
 
 /// One HTTP/2 connection to APNs: a NIO channel with TLS and an
@@ -80,13 +79,28 @@ final class APNsConnection: Sendable {
         (try? SocketAddress(ipAddress: name, port: 0)) != nil
     }
 
-    /// Starts a request; its result arrives as an event. Requests started
-    /// while the event loop is busy are submitted together, then flushed once.
-    func execute(requestID: Int, headers: [(name: String, value: String)], body: [UInt8]) {
-        let submission = Submission(
-            requestID: requestID, headers: HTTP2HeaderBlock(headers, authority: authority), body: body)
+    /// A request to start: the pool's id, the push and its provider token.
+    struct Execution: Sendable {
+        var requestID: Int
+        var request: APNsRequest
+        var token: String
+    }
+
+    /// Starts requests; their results arrive as events. Header blocks are
+    /// built on the caller's thread; requests started while the event loop
+    /// is busy are submitted together, then flushed once.
+    func execute(_ executions: [Execution]) {
+        var submissions: [Submission] = []
+        submissions.reserveCapacity(executions.count)
+        for execution in executions {
+            submissions.append(
+                Submission(
+                    requestID: execution.requestID,
+                    headers: HTTP2HeaderBlock(execution.request, token: execution.token, authority: authority),
+                    body: execution.request.payload))
+        }
         let mustSchedule = outbox.withLock { outbox in
-            outbox.submissions.append(submission)
+            outbox.submissions.append(contentsOf: submissions)
             guard !outbox.scheduled else { return false }
             outbox.scheduled = true
             return true
@@ -228,7 +242,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func submit(requestID: Int, headers: HTTP2HeaderBlock, body: [UInt8], flush: Bool = true) {
         guard !isClosed, goawayLastStreamID == nil, session.isOpen else {
-            onEvent(.unprocessed(requestID: requestID, wasSent: false))
+            onEvent(.streamsEnded([(requestID, .notSent)]))
             return
         }
         do {
@@ -238,7 +252,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
             if flush { scheduleFlush() }
         } catch {
             logger.warning("could not start an HTTP/2 stream", metadata: ["apns.error": "\(error)"])
-            onEvent(.unprocessed(requestID: requestID, wasSent: false))
+            onEvent(.streamsEnded([(requestID, .notSent)]))
         }
     }
 
@@ -286,32 +300,31 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         for event in events {
             switch event {
+            // Streams are changed in place: a copy taken out of the dictionary
+            // would copy its header dictionary and body on the first write.
             case .header(let streamID, let name, let value):
-                guard var stream = streams[streamID] else { continue }
                 if name == ":status" {
-                    stream.status = Int(value)
+                    streams[streamID]?.status = Int(value)
                 } else {
-                    stream.headers[name] = value
+                    streams[streamID]?.headers[name] = value
                 }
-                streams[streamID] = stream
             case .data(let streamID, let bytes):
-                guard var stream = streams[streamID] else { continue }
-                if stream.body.count + bytes.count <= Self.maxBodyBytes { stream.body.append(contentsOf: bytes) }
-                streams[streamID] = stream
+                guard let count = streams[streamID]?.body.count, count + bytes.count <= Self.maxBodyBytes else { continue }
+                streams[streamID]?.body.append(contentsOf: bytes)
             case .streamClosed(let streamID, let errorCode):
                 guard let stream = streams.removeValue(forKey: streamID) else { continue }
                 streamByRequest[stream.requestID] = nil
                 if errorCode == 0, let status = stream.status {
                     responses.append(
                         (stream.requestID, APNsResponse(status: status, headers: stream.headers, body: stream.body)))
-                } else if errorCode == NGHTTP2ClientSession.refusedStream
-                    || (goawayLastStreamID.map { streamID > $0 } ?? false)
-                {
-                    emit(.unprocessed(requestID: stream.requestID, wasSent: true))
+                } else if errorCode == NGHTTP2ClientSession.refusedStream {
+                    emit(.streamsEnded([(stream.requestID, .refused)]))
+                } else if goawayLastStreamID.map({ streamID > $0 }) ?? false {
+                    emit(.streamsEnded([(stream.requestID, .aboveGoawayLastStream)]))
                 } else if errorCode == 0 {
-                    emit(.failed(requestID: stream.requestID, .protocolError("stream ended without a :status")))
+                    emit(.streamsEnded([(stream.requestID, .incomplete)]))
                 } else {
-                    emit(.failed(requestID: stream.requestID, .streamReset(errorCode: errorCode)))
+                    emit(.streamsEnded([(stream.requestID, .reset(errorCode: errorCode))]))
                 }
             case .settings(let maxConcurrentStreams):
                 emit(.settings(maxConcurrentStreams: maxConcurrentStreams))
@@ -363,16 +376,13 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
         let open = streams.sorted { $0.key < $1.key }
         streams.removeAll()
         streamByRequest.removeAll()
-        for (streamID, stream) in open {
-            if let last = goawayLastStreamID, streamID > last {
-                onEvent(.unprocessed(requestID: stream.requestID, wasSent: true))
-            } else {
-                onEvent(.failed(requestID: stream.requestID, .connectionClosed("connection lost with the stream open")))
-            }
+        let ended = open.map { streamID, stream in
+            let aboveGoaway = goawayLastStreamID.map { streamID > $0 } ?? false
+            return (requestID: stream.requestID, end: aboveGoaway ? .aboveGoawayLastStream : APNsConnectionPool.StateMachine.StreamEnd.connectionLost)
         }
         session.close()
         // Before the handshake completed the pool learns of the failure from
         // the connect future instead; reporting both would reconnect twice.
-        if isReady { onEvent(.closed) }
+        if isReady { onEvent(.closed(ended)) }
     }
 }

@@ -7,7 +7,8 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// A source of the current time, injected so token renewal can be tested.
+/// A source of the current time, injected so token renewal, request
+/// deadlines and idle pings can be tested.
 public protocol APNsClock: Sendable {
     func now() -> UnixTime
 }
@@ -51,29 +52,47 @@ public final class APNsConnectionPool: Sendable {
         case callback(@Sendable (Int, APNsOutcome) -> Void, index: Int)
     }
 
-    private struct Pending {
-        var request: APNsRequest
-        var waiter: Waiter
-        var startedAt: NIODeadline
-        var deadline: NIODeadline
-        var tokenUsed: String?
-        var tokenRetried = false
+    /// What the shell keeps per request; every decision about it is the
+    /// machine's. A class: looking one up under the lock costs one retain,
+    /// not a copy of every field of the request.
+    private final class Pending: Sendable {
+        let request: APNsRequest
+        let waiter: Waiter
+        let startedAt: NIODeadline
+
+        init(request: APNsRequest, waiter: Waiter, startedAt: NIODeadline) {
+            self.request = request
+            self.waiter = waiter
+            self.startedAt = startedAt
+        }
     }
 
     private struct State {
         var machine: StateMachine
-        var tokens = ProviderTokenState()
         var pending: [Int: Pending] = [:]
         var connections: [Int: APNsConnection] = [:]
-        var sweeps = 0
-        /// Why the last connection attempt failed, while none is ready.
-        var connectionError: String?
+        /// The current connection attempt of each connection id: events of
+        /// an earlier channel with the same id are dropped.
+        var attempts: [Int: Int] = [:]
+        var nextAttempt = 0
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
         var periodicTask: RepeatedTask?
     }
 
+    /// The I/O that the machine's actions call for, gathered under the lock
+    /// and performed after it is released.
+    private struct Effects {
+        var executions: [(connection: APNsConnection, executions: [APNsConnection.Execution])] = []
+        var finished: [(pending: Pending, outcome: APNsOutcome, withoutResponse: Bool)] = []
+        var connects: [Int] = []
+        var reconnects: [(connection: Int, delay: Double)] = []
+        var cancels: [(connection: APNsConnection, request: Int)] = []
+        var pings: [APNsConnection] = []
+        var closes: [APNsConnection] = []
+        var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
     private let configuration: APNsClientConfiguration
-    private let signingKey: APNsSigningKey
     private let sslContext: NIOSSLContext
     private let eventLoopGroup: any EventLoopGroup
     private let clock: any APNsClock
@@ -86,7 +105,7 @@ public final class APNsConnectionPool: Sendable {
     /// Creates the pool and starts opening its connections.
     ///
     /// - Parameters:
-    ///   - clock: the time used for provider tokens and idle pings.
+    ///   - clock: the time used for provider tokens, request deadlines and idle pings.
     ///   - jitter: uniform random numbers in 0..<1 for reconnect backoff.
     ///   - metricsFactory: where metrics go; the global one when nil.
     public init(
@@ -97,7 +116,6 @@ public final class APNsConnectionPool: Sendable {
     ) throws(APNsError) {
         try configuration.validate()
         self.configuration = configuration
-        self.signingKey = signingKey
         do {
             self.sslContext = try NIOSSLContext(configuration: configuration.makeTLSConfiguration())
         } catch {
@@ -114,28 +132,21 @@ public final class APNsConnectionPool: Sendable {
         let machine = StateMachine(
             configuration: .init(
                 connections: configuration.connections, maxQueued: configuration.maxQueued,
-                idlePingInterval: configuration.idlePingInterval))
+                idlePingInterval: configuration.idlePingInterval, requestTimeout: configuration.requestTimeout),
+            sign: { issuedAt throws(APNsError) in try signingKey.providerToken(issuedAt: issuedAt) })
         self.state = Mutex(State(machine: machine))
 
-        let actions = state.withLock { $0.machine.start() }
-        perform(actions)
-        // One periodic task checks deadlines, pings idle connections and
-        // updates the gauges, so no timer is armed per request.
+        update { $0.machine.start() }
+        // One periodic task hands the machine the time (deadlines, idle
+        // pings) and updates the gauges, so no timer is armed per request.
         let sweep = max(0.02, min(configuration.requestTimeout / 10, 0.25))
-        let pingEvery = max(1, min(configuration.idlePingInterval / 4, 30))
-        let sweepsPerPing = max(1, Int(pingEvery / sweep))
         let task = eventLoopGroup.any().scheduleRepeatedTask(
             initialDelay: .milliseconds(Int64(sweep * 1000)), delay: .milliseconds(Int64(sweep * 1000))
         ) { [weak self] _ in
             guard let self else { return }
-            self.expireDeadlines()
-            self.updateGauges()
             let now = self.clock.now().seconds
-            self.perform(
-                self.state.withLock { state in
-                    state.sweeps += 1
-                    return state.sweeps % sweepsPerPing == 0 ? state.machine.tick(now: now) : []
-                })
+            self.update { $0.machine.tick(now: now) }
+            self.updateGauges()
         }
         state.withLock { $0.periodicTask = task }
     }
@@ -143,25 +154,14 @@ public final class APNsConnectionPool: Sendable {
     /// Sends one push and classifies the answer. Waits while the pool is
     /// full; a cancelled caller gets a retryable ``APNsError/cancelled``.
     public func send(_ request: APNsRequest) async -> APNsOutcome {
-        let timeout = TimeAmount.milliseconds(Int64(configuration.requestTimeout * 1000))
         let id = nextRequestID.wrappingAdd(1, ordering: .relaxed).oldValue
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let now = clock.now().seconds
-                let started = NIODeadline.now()
-                let clockNow = clock.now()
-                let (actions, preparations) = state.withLock { state in
-                    state.pending[id] = Pending(
-                        request: request, waiter: .single(continuation), startedAt: started, deadline: started + timeout)
-                    return Self.prepareExecutions(
-                        Self.arrive(id, state: &state, now: now), now: clockNow, state: &state, signingKey: signingKey)
-                }
-                start(preparations)
-                perform(actions)
-                if Task.isCancelled { abandon(id, error: .cancelled) }
+                arrive(first: id, count: 1, request: { _ in request }, waiter: { _ in .single(continuation) })
+                if Task.isCancelled { cancel(id..<(id + 1)) }
             }
         } onCancel: {
-            abandon(id, error: .cancelled)
+            cancel(id..<(id + 1))
         }
     }
 
@@ -170,31 +170,18 @@ public final class APNsConnectionPool: Sendable {
     /// for the whole batch; pushes that do not fit wait as in ``send(_:)``.
     public func send(_ requests: [APNsRequest]) async -> [APNsOutcome] {
         guard !requests.isEmpty else { return [] }
-        let timeout = TimeAmount.milliseconds(Int64(configuration.requestTimeout * 1000))
         let first = nextRequestID.wrappingAdd(requests.count, ordering: .relaxed).oldValue
         let ids = first..<(first + requests.count)
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let collector = BatchCollector(count: requests.count, continuation: continuation)
-                let now = clock.now()
-                let started = NIODeadline.now()
-                let (actions, preparations) = state.withLock { state in
-                    var arrivals: [StateMachine.Action] = []
-                    for (index, request) in requests.enumerated() {
-                        let id = first + index
-                        state.pending[id] = Pending(
-                            request: request, waiter: .batch(collector, index: index), startedAt: started,
-                            deadline: started + timeout)
-                        arrivals += Self.arrive(id, state: &state, now: now.seconds)
-                    }
-                    return Self.prepareExecutions(arrivals, now: now, state: &state, signingKey: signingKey)
-                }
-                start(preparations)
-                perform(actions)
-                if Task.isCancelled { for id in ids { abandon(id, error: .cancelled) } }
+                arrive(
+                    first: first, count: requests.count, request: { requests[$0] },
+                    waiter: { .batch(collector, index: $0) })
+                if Task.isCancelled { cancel(ids) }
             }
         } onCancel: {
-            for id in ids { abandon(id, error: .cancelled) }
+            cancel(ids)
         }
     }
 
@@ -205,22 +192,9 @@ public final class APNsConnectionPool: Sendable {
     /// push. Pushes that do not fit wait as in ``send(_:)``.
     public func submit(_ requests: [APNsRequest], onOutcome: @escaping @Sendable (Int, APNsOutcome) -> Void) {
         guard !requests.isEmpty else { return }
-        let timeout = TimeAmount.milliseconds(Int64(configuration.requestTimeout * 1000))
         let first = nextRequestID.wrappingAdd(requests.count, ordering: .relaxed).oldValue
-        let now = clock.now()
-        let started = NIODeadline.now()
-        let (actions, preparations) = state.withLock { state in
-            var arrivals: [StateMachine.Action] = []
-            for (index, request) in requests.enumerated() {
-                let id = first + index
-                state.pending[id] = Pending(
-                    request: request, waiter: .callback(onOutcome, index: index), startedAt: started, deadline: started + timeout)
-                arrivals += Self.arrive(id, state: &state, now: now.seconds)
-            }
-            return Self.prepareExecutions(arrivals, now: now, state: &state, signingKey: signingKey)
-        }
-        start(preparations)
-        perform(actions)
+        arrive(
+            first: first, count: requests.count, request: { requests[$0] }, waiter: { .callback(onOutcome, index: $0) })
     }
 
     /// Current counts.
@@ -231,7 +205,7 @@ public final class APNsConnectionPool: Sendable {
             return Statistics(
                 inFlight: state.machine.inFlightCount, queued: state.machine.queuedCount,
                 waiting: state.machine.waitingCount, connections: state.machine.connectionCounts, streamLimits: limits,
-                tokenRenewals: state.tokens.renewals)
+                tokenRenewals: state.machine.tokens.renewals)
         }
     }
 
@@ -239,8 +213,7 @@ public final class APNsConnectionPool: Sendable {
     /// connection, and returns when they are closed.
     public func shutdown() async {
         // The periodic task keeps enforcing deadlines until the last stream ends.
-        let actions = state.withLock { $0.machine.shutdown() }
-        perform(actions)
+        update { $0.machine.shutdown() }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let finished = state.withLock { state in
                 if state.machine.isFinished { return true }
@@ -255,330 +228,232 @@ public final class APNsConnectionPool: Sendable {
         }
     }
 
-    // MARK: Arrival and actions
+    // MARK: Inputs and effects
 
-    private static func arrive(_ id: Int, state: inout State, now: Double) -> [StateMachine.Action] {
-        switch state.machine.requestArrived(id, now: now) {
-        case .execute(let connection): [.execute(id, on: connection)]
-        case .queued, .wait: []
-        case .fail(let error): [.fail(id, error)]
+    /// Registers `count` requests with ids from `first` and hands them to the machine.
+    private func arrive(
+        first: Int, count: Int, request: (Int) -> APNsRequest, waiter: (Int) -> Waiter
+    ) {
+        let now = clock.now().seconds
+        let started = NIODeadline.now()
+        update { state in
+            for index in 0..<count {
+                state.pending[first + index] = Pending(request: request(index), waiter: waiter(index), startedAt: started)
+            }
+            return count == 1
+                ? state.machine.requestArrived(first, now: now)
+                : state.machine.requestsArrived(first..<(first + count), now: now)
         }
     }
 
-    private func perform(_ actions: [StateMachine.Action]) {
-        guard !actions.isEmpty else { return }
+    private func cancel(_ ids: Range<Int>) {
+        let now = clock.now().seconds
+        update { state in
+            var actions: [StateMachine.Action] = []
+            for id in ids { actions += state.machine.requestCancelled(id, now: now) }
+            return actions
+        }
+    }
+
+    /// Feeds one input to the machine under the lock, turns its actions into
+    /// effects there, and performs them after releasing it.
+    private func update(_ input: (inout State) -> [StateMachine.Action]) {
+        let effects = state.withLock { state in
+            let actions = input(&state)
+            return resolve(actions, state: &state)
+        }
+        perform(effects)
+    }
+
+    private func resolve(_ actions: [StateMachine.Action], state: inout State) -> Effects {
+        var effects = Effects()
         var actions = actions
-        if actions.contains(where: { if case .execute = $0 { true } else { false } }) {
-            let now = clock.now()
-            let preparations: [Preparation]
-            (actions, preparations) = state.withLock { state in
-                Self.prepareExecutions(actions, now: now, state: &state, signingKey: signingKey)
-            }
-            start(preparations)
-        }
-        for action in actions {
-            switch action {
-            case .createConnection(let id):
-                connect(id)
-            case .scheduleReconnect(let id, let delay):
-                logger.info("reconnecting to APNs after a delay", metadata: ["apns.connection": "\(id)", "apns.delay_s": "\(delay)"])
-                eventLoopGroup.any().scheduleTask(in: .milliseconds(Int64(delay * 1000))) { [weak self] in
-                    guard let self else { return }
-                    self.perform(self.state.withLock { $0.machine.reconnectDue(id) })
+        while !actions.isEmpty {
+            var followUp: [StateMachine.Action] = []
+            for action in actions {
+                switch action {
+                case .createConnection(let id):
+                    effects.connects.append(id)
+                case .scheduleReconnect(let id, let delay):
+                    effects.reconnects.append((id, delay))
+                case .execute(let request, let connectionID, let token):
+                    guard let connection = state.connections[connectionID] else {
+                        // The machine counts on a connection the shell lost: it is closed.
+                        followUp += state.machine.connectionClosed(connectionID, jitter: jitter(), now: clock.now().seconds)
+                        continue
+                    }
+                    guard let pending = state.pending[request] else { continue }
+                    let execution = APNsConnection.Execution(requestID: request, request: pending.request, token: token)
+                    if let index = effects.executions.firstIndex(where: { $0.connection === connection }) {
+                        effects.executions[index].executions.append(execution)
+                    } else {
+                        effects.executions.append((connection, [execution]))
+                    }
+                case .cancelStream(let request, let connectionID):
+                    if let connection = state.connections[connectionID] { effects.cancels.append((connection, request)) }
+                case .complete(let request, let outcome):
+                    if let pending = state.pending.removeValue(forKey: request) {
+                        effects.finished.append((pending, outcome, false))
+                    }
+                case .fail(let request, let outcome):
+                    if let pending = state.pending.removeValue(forKey: request) {
+                        effects.finished.append((pending, outcome, true))
+                    }
+                case .ping(let connectionID):
+                    if let connection = state.connections[connectionID] { effects.pings.append(connection) }
+                case .closeConnection(let connectionID):
+                    if let connection = state.connections[connectionID] { effects.closes.append(connection) }
                 }
-            case .execute(let request, let connectionID):
-                // Prepared above; never left in the list.
-                start(state.withLock { [Self.prepare(request, on: connectionID, now: clock.now(), state: &$0, signingKey: signingKey)] })
-            case .admit(let request):
-                let now = clock.now().seconds
-                perform(state.withLock { Self.arrive(request, state: &$0, now: now) })
-            case .cancelStream(let request, let connectionID):
-                state.withLock { $0.connections[connectionID] }?.cancel(requestID: request)
-            case .fail(let request, let error):
-                complete(
-                    request,
-                    .retryable(.init(status: nil, reason: nil, error: error, retryAfter: nil)))
-            case .ping(let connectionID):
-                metrics.pinged()
-                state.withLock { $0.connections[connectionID] }?.ping()
-            case .closeConnection(let connectionID):
-                state.withLock { $0.connections[connectionID] }?.close()
+            }
+            actions = followUp
+        }
+        if state.machine.isFinished && !state.shutdownWaiters.isEmpty {
+            effects.shutdownWaiters = state.shutdownWaiters
+            state.shutdownWaiters.removeAll()
+        }
+        return effects
+    }
+
+    private func perform(_ effects: Effects) {
+        for (connection, executions) in effects.executions { connection.execute(executions) }
+        for (connection, request) in effects.cancels { connection.cancel(requestID: request) }
+        for connection in effects.pings {
+            metrics.pinged()
+            connection.ping()
+        }
+        for connection in effects.closes { connection.close() }
+        for id in effects.connects { connect(id) }
+        for (id, delay) in effects.reconnects {
+            logger.info("reconnecting to APNs after a delay", metadata: ["apns.connection": "\(id)", "apns.delay_s": "\(delay)"])
+            eventLoopGroup.any().scheduleTask(in: .milliseconds(Int64(delay * 1000))) { [weak self] in
+                self?.update { $0.machine.reconnectDue(id) }
             }
         }
+        for (pending, outcome, withoutResponse) in effects.finished {
+            if withoutResponse { metrics.failure(outcome.metricReason) }
+            finish(pending, outcome)
+        }
+        for waiter in effects.shutdownWaiters { waiter.resume() }
     }
 
     private func connect(_ id: Int) {
         metrics.connectionAttempt()
+        let attempt = state.withLock { state in
+            state.nextAttempt += 1
+            state.attempts[id] = state.nextAttempt
+            return state.nextAttempt
+        }
         let future = APNsConnection.connect(
             id: id, endpoint: configuration.endpoint, sslContext: sslContext,
             connectTimeout: configuration.connectTimeout, pingTimeout: configuration.pingTimeout,
             eventLoop: eventLoopGroup.next(), logger: logger
         ) { [weak self] event in
-            self?.connectionEvent(event, connection: id)
+            self?.connectionEvent(event, connection: id, attempt: attempt)
         }
         future.whenComplete { [weak self] result in
             guard let self else { return }
             switch result {
             case .success(let connection):
+                self.logger.debug("APNs connection established", metadata: ["apns.connection": "\(id)"])
                 let now = self.clock.now().seconds
-                let (actions, usable) = self.state.withLock { state in
+                self.update { state in
                     state.connections[id] = connection
-                    state.connectionError = nil
-                    guard state.machine.state(of: id) == .connecting else { return ([StateMachine.Action](), false) }
-                    return (state.machine.connectionEstablished(id, now: now), true)
+                    return state.machine.connectionEstablished(id, now: now)
                 }
-                if usable {
-                    self.logger.debug("APNs connection ready", metadata: ["apns.connection": "\(id)"])
-                } else {
-                    connection.close()
-                }
-                self.perform(actions)
             case .failure(let error):
                 self.logger.warning(
                     "could not connect to APNs", metadata: ["apns.connection": "\(id)", "apns.error": "\(error)"])
                 let jitter = self.jitter()
-                let actions = self.state.withLock { state in
-                    state.connectionError = "\(error)"
-                    var actions = state.machine.connectionFailed(id, jitter: jitter)
-                    actions += self.resumeShutdownIfFinished(&state)
-                    return actions
-                }
-                self.perform(actions)
-            }
-        }
-    }
-
-    /// A stream ready to start, or why it cannot.
-    private enum Preparation {
-        case ready(APNsConnection, request: Int, APNsRequest, token: String)
-        case signingFailed(request: Int, connection: Int, APNsError)
-        /// The request completed meanwhile (deadline) or the connection is gone.
-        case gone(request: Int, connection: Int, alive: Bool)
-    }
-
-    /// Prepares every `.execute` action under the lock (token, headers) and
-    /// returns the other actions.
-    private static func prepareExecutions(
-        _ actions: [StateMachine.Action], now: UnixTime, state: inout State, signingKey: APNsSigningKey
-    ) -> ([StateMachine.Action], [Preparation]) {
-        var others: [StateMachine.Action] = []
-        var preparations: [Preparation] = []
-        for action in actions {
-            if case .execute(let request, let connection) = action {
-                preparations.append(prepare(request, on: connection, now: now, state: &state, signingKey: signingKey))
-            } else {
-                others.append(action)
-            }
-        }
-        return (others, preparations)
-    }
-
-    private static func prepare(
-        _ request: Int, on connectionID: Int, now: UnixTime, state: inout State, signingKey: APNsSigningKey
-    ) -> Preparation {
-        guard let connection = state.connections[connectionID], state.pending[request] != nil else {
-            return .gone(request: request, connection: connectionID, alive: state.pending[request] != nil)
-        }
-        let token: String
-        switch state.tokens.tokenForRequest(now: now) {
-        case .use(let current):
-            token = current
-        case .sign(let issuedAt):
-            do throws(APNsError) {
-                token = try signingKey.providerToken(issuedAt: issuedAt)
-            } catch {
-                return .signingFailed(request: request, connection: connectionID, error)
-            }
-            state.tokens.signed(token, issuedAt: issuedAt)
-        }
-        state.pending[request]?.tokenUsed = token
-        guard let pending = state.pending[request] else {
-            return .gone(request: request, connection: connectionID, alive: false)
-        }
-        return .ready(connection, request: request, pending.request, token: token)
-    }
-
-    /// Starts prepared streams; handles the ones that cannot start.
-    private func start(_ preparations: [Preparation]) {
-        for preparation in preparations {
-            switch preparation {
-            case .ready(let connection, let request, let apnsRequest, let token):
-                // Headers are built outside the lock.
-                var headers = apnsRequest.headers
-                headers.append(("authorization", "bearer " + token))
-                connection.execute(requestID: request, headers: headers, body: apnsRequest.payload)
-            case .signingFailed(let request, let connectionID, let error):
-                logger.error("cannot sign the APNs provider token", metadata: ["apns.error": "\(error)"])
-                let now = clock.now().seconds
-                perform(state.withLock { $0.machine.requestFailed(request, on: connectionID, now: now) })
-                complete(request, .misconfigured(error))
-            case .gone(let request, let connectionID, let alive):
-                let now = clock.now().seconds
-                perform(
-                    state.withLock {
-                        alive
-                            ? $0.machine.requestRequeued(request, on: connectionID, now: now)
-                            : $0.machine.requestFailed(request, on: connectionID, now: now)
-                    })
+                self.update { $0.machine.connectionFailed(id, error: "\(error)", jitter: jitter) }
             }
         }
     }
 
     // MARK: Connection events
 
-    private func connectionEvent(_ event: APNsConnectionEvent, connection id: Int) {
-        let now = clock.now()
+    /// Feeds an event of connection `id` to the machine, unless it comes
+    /// from an earlier channel of that id (a report that arrives after the
+    /// pool reconnected).
+    private func update(connection id: Int, attempt: Int, _ input: (inout State) -> [StateMachine.Action]) {
+        update { state in
+            guard state.attempts[id] == attempt else { return [] }
+            return input(&state)
+        }
+    }
+
+    private func connectionEvent(_ event: APNsConnectionEvent, connection id: Int, attempt: Int) {
+        let now = clock.now().seconds
         switch event {
         case .settings(let maxConcurrentStreams):
             logger.debug(
                 "APNs stream limit", metadata: ["apns.connection": "\(id)", "apns.max_streams": "\(maxConcurrentStreams)"])
-            perform(state.withLock { $0.machine.settingsReceived(id, maxConcurrentStreams: maxConcurrentStreams, now: now.seconds) })
+            update(connection: id, attempt: attempt) {
+                $0.machine.settingsReceived(id, maxConcurrentStreams: maxConcurrentStreams, now: now)
+            }
         case .responses(let responses):
-            responsesReceived(responses, connection: id, now: now)
-        case .unprocessed(let request, let wasSent):
-            metrics.resent()
-            perform(
-                state.withLock { state in
-                    if state.pending[request] == nil {
-                        return state.machine.requestFailed(request, on: id, now: now.seconds)
-                    }
-                    return wasSent
-                        ? state.machine.requestUnprocessed(request, on: id, now: now.seconds)
-                        : state.machine.requestRequeued(request, on: id, now: now.seconds)
-                })
-        case .failed(let request, let error):
-            perform(state.withLock { $0.machine.requestFailed(request, on: id, now: now.seconds) })
-            complete(request, .retryable(.init(status: nil, reason: nil, error: error, retryAfter: nil)))
+            responsesReceived(responses, connection: id, attempt: attempt, now: now)
+        case .streamsEnded(let ended):
+            countResends(ended)
+            update(connection: id, attempt: attempt) { state in
+                var actions: [StateMachine.Action] = []
+                for (request, end) in ended { actions += state.machine.streamEnded(request, on: id, end, now: now) }
+                return actions
+            }
         case .goaway(let errorCode, let debug):
             logger.info(
                 "APNs sent GOAWAY, draining the connection",
                 metadata: ["apns.connection": "\(id)", "apns.error_code": "\(errorCode)", "apns.debug": "\(debug)"])
-            perform(state.withLock { $0.machine.goawayReceived(id) })
-        case .closed:
+            update(connection: id, attempt: attempt) { $0.machine.goawayReceived(id) }
+        case .closed(let ended):
+            countResends(ended)
             let jitter = self.jitter()
-            perform(
-                state.withLock { state in
-                    state.connections[id] = nil
-                    return state.machine.connectionClosed(id, jitter: jitter) + resumeShutdownIfFinished(&state)
-                })
+            update(connection: id, attempt: attempt) { state in
+                state.connections[id] = nil
+                return state.machine.connectionClosed(
+                    id, streams: ended.map { ($0.requestID, $0.end) }, jitter: jitter, now: now)
+            }
         }
     }
 
-    private enum AfterResponse {
-        case complete(APNsOutcome, Pending, status: Int)
-        case renewedAndRequeued(status: Int)
+    private func countResends(_ ended: [(requestID: Int, end: StateMachine.StreamEnd)]) {
+        for (_, end) in ended {
+            switch end {
+            case .notSent, .refused, .aboveGoawayLastStream: metrics.resent()
+            case .reset, .incomplete, .connectionLost: break
+            }
+        }
     }
 
+    /// Classifies the responses read together and hands them to the machine
+    /// under one lock.
     private func responsesReceived(
-        _ responses: [(requestID: Int, response: APNsResponse)], connection id: Int, now: UnixTime
+        _ responses: [(requestID: Int, response: APNsResponse)], connection id: Int, attempt: Int, now: Double
     ) {
-        var actions: [StateMachine.Action] = []
-        let results: [AfterResponse] = state.withLock { state in
-            var results: [AfterResponse] = []
-            results.reserveCapacity(responses.count)
+        var classified: [(request: Int, outcome: APNsOutcome)] = []
+        classified.reserveCapacity(responses.count)
+        update(connection: id, attempt: attempt) { state in
             for (request, response) in responses {
-                let (result, produced) = Self.responseReceived(
-                    response, request: request, connection: id, now: now, state: &state, signingKey: signingKey)
-                actions += produced
-                if let result { results.append(result) }
+                // A server that echoes no apns-id gets the request's own.
+                let apnsID = state.pending[request]?.request.apnsID ?? ""
+                classified.append((request, response.outcome(requestAPNsID: apnsID)))
             }
-            return results
+            return state.machine.responsesReceived(classified, on: id, now: now)
         }
-        perform(actions)
-        for result in results {
-            switch result {
-            case .complete(let outcome, let pending, let status):
-                metrics.response(status: status, reason: outcome.metricReason)
-                finish(pending, outcome)
-            case .renewedAndRequeued(let status):
-                logger.info("APNs provider token expired, renewed it and retrying", metadata: ["apns.connection": "\(id)"])
-                metrics.response(status: status, reason: APNsReason.expiredProviderToken.description)
+        for (index, (_, outcome)) in classified.enumerated() {
+            let status = responses[index].response.status
+            metrics.response(status: status, reason: outcome.metricReason)
+            if case .permanent(403, .expiredProviderToken) = outcome {
+                logger.info(
+                    "APNs answered ExpiredProviderToken; the pool renews the token and retries once",
+                    metadata: ["apns.connection": "\(id)"])
             }
         }
-    }
-
-    /// Classifies one response under the lock; an `ExpiredProviderToken`
-    /// renews the token (within the 20-minute rule) and re-queues the request once.
-    private static func responseReceived(
-        _ response: APNsResponse, request: Int, connection id: Int, now: UnixTime, state: inout State,
-        signingKey: APNsSigningKey
-    ) -> (AfterResponse?, [StateMachine.Action]) {
-        let succeeded = response.status == 200
-        let replace = !succeeded && response.asksForAnotherConnection
-        guard var pending = state.pending[request] else {
-            return (
-                nil,
-                state.machine.responseReceived(
-                    request, on: id, succeeded: succeeded, replaceConnection: replace, now: now.seconds)
-            )
-        }
-        var outcome = response.outcome(requestAPNsID: pending.request.apnsID)
-        if case .permanent(403, .expiredProviderToken) = outcome {
-            if !pending.tokenRetried, let used = pending.tokenUsed {
-                switch state.tokens.expiredReported(token: used, now: now) {
-                case .retry:
-                    pending.tokenRetried = true
-                    state.pending[request] = pending
-                    return (
-                        .renewedAndRequeued(status: response.status),
-                        state.machine.requestRequeued(request, on: id, now: now.seconds)
-                    )
-                case .sign(let issuedAt):
-                    do throws(APNsError) {
-                        let token = try signingKey.providerToken(issuedAt: issuedAt)
-                        state.tokens.signed(token, issuedAt: issuedAt)
-                        pending.tokenRetried = true
-                        state.pending[request] = pending
-                        return (
-                            .renewedAndRequeued(status: response.status),
-                            state.machine.requestRequeued(request, on: id, now: now.seconds)
-                        )
-                    } catch {
-                        outcome = .misconfigured(error)
-                    }
-                case .refuse:
-                    outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
-                }
-            } else {
-                outcome = .misconfigured(.providerTokenRejected(reason: .expiredProviderToken))
-            }
-        }
-        state.pending[request] = nil
-        return (
-            .complete(outcome, pending, status: response.status),
-            state.machine.responseReceived(
-                request, on: id, succeeded: succeeded, replaceConnection: replace, now: now.seconds)
-        )
-    }
-
-    /// Fails every request whose deadline has passed.
-    private func expireDeadlines() {
-        let now = NIODeadline.now()
-        let (expired, connectionError) = state.withLock { state in
-            let noneReady = (state.machine.connectionCounts[.ready] ?? 0) == 0
-            return (state.pending.filter { $0.value.deadline <= now }.map(\.key), noneReady ? state.connectionError : nil)
-        }
-        for request in expired {
-            abandon(request, error: .timeout(seconds: configuration.requestTimeout, connectionError: connectionError))
-        }
-    }
-
-    private func abandon(_ request: Int, error: APNsError) {
-        let now = clock.now().seconds
-        perform(state.withLock { $0.machine.requestAbandoned(request, error: error, now: now) })
-    }
-
-    /// Finishes a request exactly once; later calls for it do nothing.
-    private func complete(_ request: Int, _ outcome: APNsOutcome) {
-        guard let pending = state.withLock({ $0.pending.removeValue(forKey: request) }) else { return }
-        metrics.failure(outcome.metricReason)
-        finish(pending, outcome)
     }
 
     /// Resumes the caller of a request already removed from `pending`.
     private func finish(_ pending: Pending, _ outcome: APNsOutcome) {
         let elapsed = NIODeadline.now() - pending.startedAt
-        metrics.completed(outcome: outcome.label, nanoseconds: elapsed.nanoseconds)
+        metrics.completed(outcome, nanoseconds: elapsed.nanoseconds)
         if case .misconfigured(let error) = outcome {
             logger.error(
                 "APNs configuration error: no push can succeed until it is fixed",
@@ -589,14 +464,6 @@ public final class APNsConnectionPool: Sendable {
         case .batch(let collector, let index): collector.record(outcome, at: index)
         case .callback(let body, let index): body(index, outcome)
         }
-    }
-
-    private func resumeShutdownIfFinished(_ state: inout State) -> [StateMachine.Action] {
-        guard state.machine.isFinished, !state.shutdownWaiters.isEmpty else { return [] }
-        let waiters = state.shutdownWaiters
-        state.shutdownWaiters.removeAll()
-        for waiter in waiters { waiter.resume() }
-        return []
     }
 
     private func updateGauges() {

@@ -21,6 +21,8 @@ final class APNsMetrics: Sendable {
     private let pings: Counter
     private let delivered: Counter
     private let outcomes: [String: Counter]
+    /// `outcomes["delivered"]`, looked up once: it is counted per push.
+    private let deliveredOutcomes: Counter?
 
     typealias StateMachineState = APNsConnectionPool.StateMachine.ConnectionState
 
@@ -43,6 +45,7 @@ final class APNsMetrics: Sendable {
             outcomes[label] = Counter(label: "apns_outcomes_total", dimensions: [("outcome", label)], factory: factory)
         }
         self.outcomes = outcomes
+        deliveredOutcomes = outcomes["delivered"]
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
@@ -67,8 +70,13 @@ final class APNsMetrics: Sendable {
         counter("apns_requests_total", [("status", "none"), ("reason", reason)]).increment()
     }
 
-    func completed(outcome: String, nanoseconds: Int64) {
-        (outcomes[outcome] ?? counter("apns_outcomes_total", [("outcome", outcome)])).increment()
+    func completed(_ outcome: APNsOutcome, nanoseconds: Int64) {
+        let counter: Counter? =
+            switch outcome {
+            case .delivered: deliveredOutcomes
+            case .tokenInvalid, .permanent, .retryable, .misconfigured: outcomes[outcome.label]
+            }
+        (counter ?? self.counter("apns_outcomes_total", [("outcome", outcome.label)])).increment()
         latency.recordNanoseconds(nanoseconds)
     }
 

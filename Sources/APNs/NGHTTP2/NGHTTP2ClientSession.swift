@@ -110,18 +110,24 @@ final class NGHTTP2ClientSession {
     /// Queues a request; returns its stream id. nghttp2 copies the headers.
     func submitRequest(_ block: HTTP2HeaderBlock, body: [UInt8]) throws(HTTP2SessionError) -> Int32 {
         guard let session else { throw HTTP2SessionError(code: Int(NGHTTP2_ERR_INVALID_STATE.rawValue), operation: "submit_request") }
-        var storage = block.storage
-        if storage.isEmpty { storage.append(0) }
-        let streamID: Int32 = storage.withUnsafeMutableBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return NGHTTP2_ERR_NOMEM.rawValue }
-            var nva = block.fields.map { field in
-                nghttp2_nv(
-                    name: base + field.name.lowerBound, value: base + field.value.lowerBound,
-                    namelen: field.name.count, valuelen: field.value.count,
-                    flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+        // nghttp2 copies names and values (NGHTTP2_NV_FLAG_NONE) and never
+        // writes through these pointers; the vectors live on the stack.
+        let streamID: Int32 = block.storage.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress.map({ UnsafeMutablePointer(mutating: $0) }) else {
+                return NGHTTP2_ERR_NOMEM.rawValue
             }
-            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
-            return nghttp2_submit_request(session, nil, &nva, nva.count, &provider, nil)
+            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: block.fields.count) { nva in
+                for (index, field) in block.fields.enumerated() {
+                    nva.initializeElement(
+                        at: index,
+                        to: nghttp2_nv(
+                            name: base + field.name.lowerBound, value: base + field.value.lowerBound,
+                            namelen: field.name.count, valuelen: field.value.count,
+                            flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+                }
+                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
+                return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, &provider, nil)
+            }
         }
         guard streamID > 0 else { throw HTTP2SessionError(code: Int(streamID), operation: "submit_request") }
         bodies[streamID] = (body, 0)
