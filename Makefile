@@ -1,11 +1,7 @@
 # LiveDispatch: the two commands are `make run` and `make test`.
 SWIFT ?= swift
 
-<<<<<<< HEAD
-.PHONY: bootstrap build test check-deploy run release clean
-=======
-.PHONY: bootstrap build test run release clean openapi
->>>>>>> http
+.PHONY: bootstrap build test check-deploy run release clean openapi
 
 bootstrap:
 	./scripts/bootstrap
