@@ -126,10 +126,11 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         }
         try await waitFor("the worker to store \(tokens) tokens (log: \(logPath))", timeout: max(120, Double(tokens) / 2_000)) {
             guard worker.isRunning else { throw BenchError(description: "the worker exited; see \(logPath)") }
-            let metrics = try httpGet(admin + "/metrics").body
+            let metrics = try await httpGet(admin + "/metrics").body
             guard Self.sample("livedispatch_records_consumed_total", labels: #"topic="tokens""#, in: metrics) >= Double(tokens) else { return false }
             // Every registration read is stored once nothing is in progress.
-            let status = try JSONValue.parse(httpGet(admin + "/status").body)
+            let body = try await httpGet(admin + "/status").body
+            let status = try JSONValue.parse(body)
             return status["in_progress"]?.integerValue == 0
         }
         let registered = ContinuousClock.now - registerStart
@@ -142,7 +143,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
             topic: prefix + "commands", key: Array("fanout-warm-up".utf8),
             value: Array(#"{"activity_id":"fanout-warm-up","event":"update","content_state":{"score":0}}"#.utf8))
         try await waitFor("the warm-up command to be dispatched (log: \(logPath))", timeout: 60) {
-            let metrics = try httpGet(admin + "/metrics").body
+            let metrics = try await httpGet(admin + "/metrics").body
             return Self.sample("livedispatch_commands_dispatched_total", labels: "", in: metrics) >= 1
         }
         let warmUp = (ContinuousClock.now - warmUpStart).seconds
@@ -303,7 +304,7 @@ struct WorkerProcess {
     func waitUntilReady(admin: String, timeout: Double) async throws {
         try await waitFor("the worker to be ready", timeout: timeout) {
             guard process.isRunning else { throw BenchError(description: "the worker exited with status \(process.terminationStatus)") }
-            return (try? httpGet(admin + "/readyz").status) == 200
+            return (try? await httpGet(admin + "/readyz").status) == 200
         }
     }
 
@@ -334,20 +335,10 @@ func waitFor(_ what: String, timeout: Double, _ condition: () async throws -> Bo
     throw BenchError(description: "timed out after \(timeout) s waiting for \(what)")
 }
 
-/// A GET with curl: the status and the body.
-func httpGet(_ url: String) throws -> (status: Int, body: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = ["-s", "-m", "5", "-w", "\n%{http_code}", url]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    let text = String(decoding: data, as: UTF8.self)
-    guard let newline = text.lastIndex(of: "\n") else { throw BenchError(description: "no answer from \(url)") }
-    return (Int(text[text.index(after: newline)...]) ?? 0, String(text[..<newline]))
+/// A GET to a worker's HTTP listener: the status and the body.
+func httpGet(_ url: String) async throws -> (status: Int, body: String) {
+    let response = try await PlainHTTPClient.send(.GET, url, timeout: .seconds(5))
+    return (response.status, response.text)
 }
 
 /// A free TCP port on loopback, as the kernel picks it for a socket bound to port 0.

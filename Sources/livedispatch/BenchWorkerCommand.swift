@@ -27,6 +27,8 @@ struct BenchWorkerCommand: AsyncParsableCommand {
     @Option(help: "How long to publish, in seconds.") var seconds = 10.0
     @Option(help: "coalesce.window for the run.") var window = "250ms"
     @Option(help: "Rules directory.") var rules = "Config/rules"
+    @Option(name: .customLong("bootstrap-servers"), help: "Kafka to use (host:port,…); an embedded cluster when omitted.")
+    var bootstrapServers: String?
 
     func run() async throws {
         LoggingSystem.bootstrap { label in
@@ -39,6 +41,16 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         configuration.rules.path = rules
         configuration.rules.reloadInterval = 0
         configuration.admin.listen = ""
+        if let bootstrapServers {
+            // A fresh prefix and group per run, so earlier runs' records are not read.
+            let run = UUID().uuidString.prefix(6).lowercased()
+            configuration.kafka.bootstrap = bootstrapServers
+            configuration.kafka.topicPrefix = "bench\(run)."
+            configuration.kafka.groupID = "bench\(run)"
+            configuration.kafka.createTopics = true
+            let admin = try KafkaAdmin(configuration: KafkaClientConfiguration(bootstrapServers: [bootstrapServers]), logger: logger)
+            _ = try await admin.createTopics([KafkaTopicSpecification(name: "sports.scores", partitions: configuration.kafka.partitions)])
+        }
         guard let windowSeconds = WorkerConfiguration.duration(window) else {
             throw BenchError(description: "--window \(window.debugDescription) is not a duration such as 250ms")
         }

@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import NIOHTTP1
 
 /// `livedispatch dead-letters list|replay`: a worker's dead-letter routes
 /// (`GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`) from the
@@ -20,18 +18,23 @@ struct DeadLettersCommand: AsyncParsableCommand {
         var key: String?
 
         /// Sends one request; prints the body and fails unless the status is `expected`.
-        func send(_ method: String, _ path: String, expected: Int) async throws {
+        func send(_ method: HTTPMethod, _ path: String, expected: Int) async throws {
             guard let base = URL(string: url), let target = URL(string: path, relativeTo: base) else {
                 throw ValidationError("--url \(url.debugDescription) is not a URL")
             }
-            var request = URLRequest(url: target)
-            request.httpMethod = method
+            var headers: [(String, String)] = []
             if let key = key ?? ProcessInfo.processInfo.environment["LIVEDISPATCH_API_KEY"] {
-                request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
+                headers.append(("Authorization", "Bearer \(key)"))
             }
-            let (data, response) = try await URLSession.shared.data(for: request)
-            print(String(decoding: data, as: UTF8.self))
-            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            let response: PlainHTTPClient.Response
+            do {
+                response = try await PlainHTTPClient.send(method, target.absoluteString, headers: headers)
+            } catch {
+                FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+                throw ExitCode.failure
+            }
+            print(response.text)
+            let status = response.status
             guard status == expected else {
                 FileHandle.standardError.write(Data("error: the worker answered \(status)\n".utf8))
                 throw ExitCode.failure
@@ -55,7 +58,7 @@ struct DeadLettersCommand: AsyncParsableCommand {
                 URLQueryItem(name: "limit", value: String(limit)),
             ].compactMap { $0 }
             guard let path = components.string else { throw ValidationError("the filters cannot be put in a URL") }
-            try await connection.send("GET", path, expected: 200)
+            try await connection.send(.GET, path, expected: 200)
         }
     }
 
@@ -69,7 +72,7 @@ struct DeadLettersCommand: AsyncParsableCommand {
             guard id.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "-") }) else {
                 throw ValidationError("\(id.debugDescription) is not a dead letter id (<partition>-<offset>)")
             }
-            try await connection.send("POST", "/v1/dead-letters/\(id)/replay", expected: 202)
+            try await connection.send(.POST, "/v1/dead-letters/\(id)/replay", expected: 202)
         }
     }
 }
