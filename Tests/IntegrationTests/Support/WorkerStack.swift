@@ -61,7 +61,7 @@ final class WorkerStack: Sendable {
     /// Writes a worker configuration; `extra` is YAML appended as is (sections not otherwise written).
     func writeConfiguration(
         group: String = "e2e", window: String = "250ms", maxDelay: String = "1s", adminPort: Int? = nil,
-        maxInFlight: Int = 256, extra: String = ""
+        maxInFlight: Int = 256, rules: String? = nil, reloadInterval: String = "0", extra: String = ""
     ) throws -> String {
         let path = directory.appendingPathComponent("worker-\(UUID().uuidString.prefix(6)).yaml").path
         let yaml = """
@@ -75,8 +75,8 @@ final class WorkerStack: Sendable {
                 heartbeat.interval.ms: "300"
                 log_level: "3"
             rules:
-              path: \(TestPaths.repositoryRoot.appendingPathComponent("Config/rules").path)
-              reload_interval: 0
+              path: \(rules ?? TestPaths.repositoryRoot.appendingPathComponent("Config/rules").path)
+              reload_interval: \(reloadInterval)
             apns:
               endpoint: 127.0.0.1:\(apnsPort)
               bundle_id: \(Self.bundleID)
