@@ -145,7 +145,7 @@ let package = Package(
         // and -DFUZZING); built plainly, it replays corpora through the same code.
         .executableTarget(
             name: "LiveDispatchFuzz",
-            dependencies: ["LiveDispatchCore", "LiveDispatchRules"],
+            dependencies: ["LiveDispatchCore", "LiveDispatchRules", "LiveDispatchWorker", "APNs"],
             swiftSettings: swiftSettings
         ),
 

@@ -1,5 +1,8 @@
+@_spi(Fuzzing) import APNs
+import Foundation
 @_spi(Fuzzing) import LiveDispatchRules
 import LiveDispatchCore
+import LiveDispatchWorker
 
 /// What each fuzz target feeds its input to. A target returns normally for
 /// any input; a crash, a failed invariant (`precondition`), a timeout or an
@@ -16,6 +19,12 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     /// A rule file (YAML, expressions, templates) and, after a NUL byte, an
     /// event evaluated and explained with the rules that compiled.
     case rules
+    /// The configuration loader: YAML, keys, validation. Every problem has a
+    /// position.
+    case config
+    /// APNs response classification: a status line, `name: value` header
+    /// lines, an empty line, then the body.
+    case apns
 
     static let now = UnixTime(seconds: 1_770_593_400)
 
@@ -50,6 +59,35 @@ enum FuzzTarget: String, CaseIterable, Sendable {
                 _ = rules.evaluate(record, value: event, now: Self.now)
                 _ = rules.explain(record, value: event, now: Self.now)
             }
+        case .config:
+            do {
+                _ = try WorkerConfiguration.parse(yaml: String(decoding: bytes, as: UTF8.self), file: "fuzz.yaml")
+            } catch {
+                for problem in error.problems {
+                    let parts = problem.location.split(separator: ":", omittingEmptySubsequences: false)
+                    precondition(
+                        parts.count == 3 && parts[0] == "fuzz.yaml" && parts.dropFirst().allSatisfy { Int($0) != nil },
+                        "a configuration problem without file:line:column: \(problem)")
+                }
+            }
+        case .apns:
+            let text = String(decoding: bytes, as: UTF8.self)
+            let (head, body) = text.split(separator: "\n\n", maxSplits: 1, omittingEmptySubsequences: false).map(String.init).splitFirst()
+            var lines = head.split(separator: "\n").map(String.init)
+            let status = lines.isEmpty ? 200 : Int(lines.removeFirst().prefix(6)) ?? 500
+            var headers: [String: String] = [:]
+            for line in lines {
+                let pair = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                if pair.count == 2 { headers[pair[0].lowercased()] = pair[1] }
+            }
+            _ = APNsOutcome.classify(status: status, headers: headers, body: Array(body.utf8)).label
         }
+    }
+}
+
+extension Array where Element == String {
+    /// The first element and the second (or empty ones).
+    func splitFirst() -> (String, String) {
+        (first ?? "", count > 1 ? self[1] : "")
     }
 }

@@ -7,7 +7,7 @@ import Testing
 @Suite("Fuzz corpora replay")
 struct FuzzCorpusTests {
     @Test("every corpus input runs through its target without a crash or a failed invariant",
-          arguments: ["json", "command", "registration", "expression", "rules"])
+          arguments: ["json", "command", "registration", "expression", "rules", "config", "apns"])
     func replay(target: String) throws {
         let corpus = TestPaths.repositoryRoot.appendingPathComponent("Fuzz/corpus/\(target)")
         let files = try FileManager.default.contentsOfDirectory(atPath: corpus.path)
