@@ -1,7 +1,7 @@
 # LiveDispatch: the two commands are `make run` and `make test`.
 SWIFT ?= swift
 
-.PHONY: bootstrap build test check-deploy run release clean openapi
+.PHONY: bootstrap build test check-deploy run release clean openapi fuzz
 
 bootstrap:
 	./scripts/bootstrap
@@ -22,6 +22,12 @@ check-deploy: bootstrap
 run: bootstrap
 	$(SWIFT) build --product livedispatch
 	.build/debug/livedispatch run --config Config/livedispatch.yaml --replay Config/examples --exit-after-replay
+
+# libFuzzer targets (JSON parser, command and token-registration decoding,
+# expressions and templates, rule files evaluated on events), FUZZ_SECONDS each.
+FUZZ_SECONDS ?= 60
+fuzz: bootstrap
+	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz
 
 release: bootstrap
 	$(SWIFT) build -c release

@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .executable(name: "livedispatch", targets: ["livedispatch"]),
         .library(name: "LiveDispatchCore", targets: ["LiveDispatchCore"]),
+        .executable(name: "livedispatch-fuzz", targets: ["LiveDispatchFuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -171,6 +172,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // libFuzzer targets (`scripts/fuzz` builds them with -sanitize=fuzzer,address
+        // and -DFUZZING); built plainly, it replays corpora through the same code.
+        .executableTarget(
+            name: "LiveDispatchFuzz",
+            dependencies: ["LiveDispatchCore", "LiveDispatchRules", "LiveDispatchWorker", "APNs"],
+            swiftSettings: swiftSettings
+        ),
+
         .testTarget(
             name: "LiveDispatchCoreTests",
             dependencies: ["LiveDispatchCore"],
@@ -247,7 +256,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "LiveDispatchCore", "APNsSimulator", "Kafka", "livedispatch",
+                "LiveDispatchCore", "APNsSimulator", "Kafka", "livedispatch", "LiveDispatchFuzz",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -71,6 +71,17 @@ struct APNsResponse: Sendable, Hashable {
         return (status == 503 && reason == .shutdown) || (status == 403 && reason == .unrelatedKeyIDInToken)
     }
 
+    /// Longest `retry-after` honoured: a larger (or infinite) one would park a
+    /// token's retries far beyond `retry.max_elapsed`.
+    static let maxRetryAfter: Double = 3600
+
+    /// `retry-after` in seconds: a finite, non-negative number, at most
+    /// ``maxRetryAfter``; nil for anything else.
+    static func retryAfterSeconds(_ text: String) -> Double? {
+        guard let seconds = Double(text), seconds.isFinite, seconds >= 0 else { return nil }
+        return min(seconds, maxRetryAfter)
+    }
+
     /// Classifies the response. `requestAPNsID` stands in when a server
     /// echoes no `apns-id`.
     func outcome(requestAPNsID: String) -> APNsOutcome {
@@ -78,7 +89,7 @@ struct APNsResponse: Sendable, Hashable {
             return .delivered(apnsID: headers["apns-id"] ?? requestAPNsID)
         }
         let (parsedReason, timestamp) = reasonAndTimestamp
-        let retryAfter = headers["retry-after"].flatMap(Double.init)
+        let retryAfter = headers["retry-after"].flatMap(Self.retryAfterSeconds)
         switch status {
         case 410:
             return .tokenInvalid(reason: parsedReason ?? .unregistered, since: timestamp)

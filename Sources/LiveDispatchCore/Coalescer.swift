@@ -207,7 +207,7 @@ public struct Coalescer: Sendable {
             if let original { entries[id] = original }
             return .reject(
                 .payloadTooLarge,
-                message: "\(command.event.rawValue) at offset \(offset) would make activity \(id)'s push \(error.size) bytes, over APNs' \(error.limit); not applied, the previous state stays",
+                message: "\(error); \(command.event.rawValue) at offset \(offset) is not applied and the previous state stays",
                 details: ["size": .integer(Int64(error.size)), "limit": .integer(Int64(error.limit))])
         }
 

@@ -48,6 +48,14 @@ struct OutcomeClassificationTests {
         #expect(failure.status == 429)
         #expect(failure.reason == .tooManyRequests)
         #expect(failure.retryAfter == 12)
+        // A retry-after that is not a sane number of seconds is ignored or capped, never an eternity.
+        for (header, expected) in [("1e300", 3600.0), ("inf", nil), ("nan", nil), ("-5", nil), ("soon", nil), ("7200", 3600)] as [(String, Double?)] {
+            guard case .retryable(let failure) = response(429, "", headers: ["retry-after": header]).outcome(requestAPNsID: "x") else {
+                Issue.record("429 with retry-after \(header) is not retryable")
+                continue
+            }
+            #expect(failure.retryAfter == expected, "retry-after: \(header)")
+        }
         #expect(failure.error.isRetryable)
         for status in [500, 503] {
             guard case .retryable(let failure) = response(status, #"{"reason":"ServiceUnavailable"}"#).outcome(requestAPNsID: "x") else {

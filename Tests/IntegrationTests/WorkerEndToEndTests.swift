@@ -218,6 +218,44 @@ struct WorkerEndToEndTests {
         #expect(try await worker.stop() == 0)
     }
 
+    @Test("a running worker meeting a 10,000-term rule and an alias bomb on reload keeps its rules and keeps routing")
+    func hostileReload() async throws {
+        let stack = try await WorkerStack()
+        let rules = try TestPaths.temporaryDirectory("rules")
+        for name in ["sports.yaml", "delivery.yaml"] {
+            try FileManager.default.copyItem(
+                at: TestPaths.repositoryRoot.appendingPathComponent("Config/rules/\(name)"), to: rules.appendingPathComponent(name))
+        }
+        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration(rules: rules.path, reloadInterval: "100ms"))
+        let device = token(1, salt: 11)
+        try await stack.register(device, for: "match-reload")
+        // The shipped sports rules with the first condition replaced by 10,000 terms.
+        let sports = try String(contentsOf: rules.appendingPathComponent("sports.yaml"), encoding: .utf8)
+        var lines = sports.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let when = try #require(lines.firstIndex { $0.hasPrefix("    when: ") })
+        lines[when] = "    when: " + Array(repeating: "1", count: 10_000).joined(separator: "+") + " > 0"
+        let long = lines.joined(separator: "\n")
+        try long.write(to: rules.appendingPathComponent("long.yaml"), atomically: true, encoding: .utf8)
+        _ = try await stack.waitWithDiagnostics("the long rule refused", workers: [worker]) {
+            let lines = worker.standardErrorLines
+            return lines.contains { $0.contains("Rules not reloaded") } && lines.contains { $0.contains("expression too long (10001 terms, limit 256)") } ? true : nil
+        }
+        var bomb = ["version: 1", "a: &a [" + Array(repeating: "x", count: 10).joined(separator: ", ") + "]"]
+        for (previous, name) in zip(["a", "b", "c", "d", "e", "f", "g", "h"], ["b", "c", "d", "e", "f", "g", "h", "i"]) {
+            bomb.append("\(name): &\(name) [" + Array(repeating: "*\(previous)", count: 10).joined(separator: ", ") + "]")
+        }
+        try bomb.joined(separator: "\n").write(to: rules.appendingPathComponent("long.yaml"), atomically: true, encoding: .utf8)
+        _ = try await stack.waitWithDiagnostics("the alias bomb refused", workers: [worker]) {
+            worker.standardErrorLines.contains { $0.contains("the YAML expands to more than") } ? true : nil
+        }
+        #expect(worker.isRunning)
+        try await stack.produce("sports.scores", key: "reload", goal("reload", home: 2, away: 0))
+        _ = try await stack.waitWithDiagnostics("a push with the old rules", workers: [worker]) {
+            stack.pushesByToken()[device]?.first { $0.contentState["teamOneScore"] == 2 }
+        }
+        #expect(try await worker.stop() == 0)
+    }
+
     @Test("mismatched partition counts: the worker refuses to start, naming the topics and counts")
     func mismatchedPartitions() async throws {
         let stack = try await WorkerStack(partitions: 4, tokensPartitions: 3)

@@ -197,6 +197,7 @@ struct WorkerConfigurationTests {
             "c.yaml:5:13: apns.key_path: must name the .p8 signing key file (PKCS#8 PEM) for endpoint \"127.0.0.1:2197\"",
         ])
         #expect(try problems("  key_path: \(files.directory.path)\n") == ["c.yaml:5:13: apns.key_path: \(files.directory.path) is a directory, not a file"])
+        #expect(try problems("  key_path: /dev/zero\n") == ["c.yaml:5:13: apns.key_path: /dev/zero is not a regular file"])
         #expect(try problems("  key_path: \(files.p384)\n") == ["c.yaml:5:13: apns.key_path: \(files.p384) is a P-384 key; APNs signing keys are P-256 (ES256)"])
         #expect(try problems("  key_path: \(files.garbage)\n") == [
             "c.yaml:5:13: apns.key_path: \(files.garbage) is not a P-256 private key in PKCS#8 PEM (a .p8 file starting with -----BEGIN PRIVATE KEY-----)",

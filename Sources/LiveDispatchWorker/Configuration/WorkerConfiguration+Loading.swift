@@ -459,11 +459,18 @@ struct ConfigurationLoader {
     }
 
     /// Why a file cannot be read, saying which of the usual reasons it is.
-    static func fileProblem(_ path: String) -> String? {
+    /// Only regular files of at most `maxBytes` are read (`/dev/zero` as a
+    /// key would never end).
+    static func fileProblem(_ path: String, maxBytes: Int = 1 << 20) -> String? {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return "\(path) does not exist" }
         if isDirectory.boolValue { return "\(path) is a directory, not a file" }
         guard FileManager.default.isReadableFile(atPath: path) else { return "\(path) cannot be read (permission denied)" }
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        guard attributes?[.type] as? FileAttributeType == .typeRegular else { return "\(path) is not a regular file" }
+        if let size = (attributes?[.size] as? NSNumber)?.intValue, size > maxBytes {
+            return "\(path) is \(size) bytes, more than \(maxBytes)"
+        }
         return nil
     }
 
@@ -471,7 +478,7 @@ struct ConfigurationLoader {
     /// PKCS#8 PEM private key, or a key of another curve than P-256. Never
     /// quotes the file.
     static func signingKeyProblem(path: String) -> String? {
-        if let problem = fileProblem(path) { return problem }
+        if let problem = fileProblem(path, maxBytes: 64 << 10) { return problem }
         guard let data = FileManager.default.contents(atPath: path), let pem = String(data: data, encoding: .utf8) else {
             return "\(path) is not a text PEM file"
         }

@@ -116,9 +116,9 @@ public final class Router: Service, Sendable {
     /// its event, and a dead letter that cannot be written either is
     /// counted, logged and given up, so the loop ends and the event
     /// completes. Transient failures are retried until shutdown.
-    private func deliver(_ first: Output, first pendingFirst: Result<KafkaPendingDelivery, KafkaError>, record: KafkaRecord) async -> Bool {
-        var output = first
-        var pending = pendingFirst
+    private func deliver(_ routed: Output, first: Result<KafkaPendingDelivery, KafkaError>, record: KafkaRecord) async -> Bool {
+        var output = routed
+        var pending = first
         var attempt = 0
         while true {
             do {

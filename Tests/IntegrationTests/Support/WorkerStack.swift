@@ -61,11 +61,11 @@ final class WorkerStack: Sendable {
     /// Writes a worker configuration; `extra` is YAML appended as is (sections not otherwise written).
     func writeConfiguration(
         group: String = "e2e", window: String = "250ms", maxDelay: String = "1s", adminPort: Int? = nil,
-        maxInFlight: Int = 256, extra: String = ""
+        maxInFlight: Int = 256, rules: String? = nil, reloadInterval: String = "0", extra: String = ""
     ) throws -> String {
         try writeWorkerConfiguration(
             in: directory, bootstrap: bootstrap, group: group, partitions: partitions, createTopics: false,
-            properties: ["log_level": "3"], sections: """
+            properties: ["log_level": "3"], rules: rules, reloadInterval: reloadInterval, sections: """
                 apns:
                   endpoint: 127.0.0.1:\(apnsPort)
                   bundle_id: \(Self.bundleID)
@@ -176,7 +176,7 @@ final class WorkerStack: Sendable {
 /// shutdown bound, then `sections` (YAML) as they are.
 func writeWorkerConfiguration(
     in directory: URL, bootstrap: String, group: String, partitions: Int, createTopics: Bool,
-    properties: [String: String] = [:], sections: String
+    properties: [String: String] = [:], rules: String? = nil, reloadInterval: String = "0", sections: String
 ) throws -> String {
     let path = directory.appendingPathComponent("worker-\(UUID().uuidString.prefix(6)).yaml").path
     let extraProperties = properties.sorted { $0.key < $1.key }.map { "    \($0.key): \"\($0.value)\"" }.joined(separator: "\n")
@@ -191,8 +191,8 @@ func writeWorkerConfiguration(
             heartbeat.interval.ms: "300"
         \(extraProperties)
         rules:
-          path: \(TestPaths.repositoryRoot.appendingPathComponent("Config/rules").path)
-          reload_interval: 0
+          path: \(rules ?? TestPaths.repositoryRoot.appendingPathComponent("Config/rules").path)
+          reload_interval: \(reloadInterval)
         shutdown:
           timeout: 10s
         \(sections)
