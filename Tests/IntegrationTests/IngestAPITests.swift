@@ -128,7 +128,9 @@ struct IngestAPITests {
                 let answer = try httpRequest("GET", port: port, "/v1/activities/match-read", headers: reader)
                 guard answer.status == 200 else { return nil }
                 let view = try JSONValue.parse(answer.body)
-                return view["state"]?["content_state"]?["teamOneScore"] == .integer(5) ? view : nil
+                // Not a ternary: its `nil` would be JSONValue.null, a value, and end the wait.
+                guard view["state"]?["content_state"]?["teamOneScore"] == .integer(5) else { return nil }
+                return view
             })
         }
         #expect(views[0]["version"] == views[1]["version"])
