@@ -79,6 +79,10 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         let bootstrap: String
         if let bootstrapServers {
             bootstrap = bootstrapServers
+            // The router subscribes to the rules' topics: they must exist.
+            let ruleTopics = try RuleSetStore(directory: rules).current.topics
+            let admin = try KafkaAdmin(configuration: KafkaClientConfiguration(bootstrapServers: [bootstrapServers]), logger: logger)
+            try await admin.createTopics(ruleTopics.sorted().map { KafkaTopicSpecification(name: $0, partitions: partitions) })
         } else {
             let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: logger)
             let ruleTopics = try RuleSetStore(directory: rules).current.topics
@@ -261,6 +265,8 @@ struct BenchFanOutCommand: AsyncParsableCommand {
           partitions: \(partitions)
           properties:
             log_level: "3"
+            session.timeout.ms: "6000"
+            heartbeat.interval.ms: "500"
         rules:
           path: \(rules)
           reload_interval: 0

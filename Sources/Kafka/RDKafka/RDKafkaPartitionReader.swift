@@ -9,8 +9,9 @@ enum RestoreEvent: Sendable {
     case failed(KafkaError)
 }
 
-/// Reads one partition from its beginning to the high watermark seen when
-/// the read started, with a non-group `assign` consumer on a dedicated thread.
+/// Reads one partition from its beginning to its end (the fetcher's end of
+/// partition, at or past the high watermark seen when the read started),
+/// with a non-group `assign` consumer on a dedicated thread.
 final class RDKafkaPartitionReader: Sendable {
     private let handle: RDKafkaHandle
     private let logger: Logger
@@ -65,6 +66,7 @@ final class RDKafkaPartitionReader: Sendable {
         var topicNames = RDKafkaMessage.TopicNames()
         var pending: [KafkaRecord] = []
         var caughtUp = false
+        var end = high
         let clock = ContinuousClock()
         let stallLimit = Duration.milliseconds(Int64(timeoutMilliseconds))
         var lastProgress = clock.now
@@ -82,12 +84,14 @@ final class RDKafkaPartitionReader: Sendable {
                 let raw = message.pointee
                 switch raw.err {
                 case RD_KAFKA_RESP_ERR_NO_ERROR:
-                    if raw.offset < high {
-                        pending.append(RDKafkaMessage.record(from: message, topicNames: &topicNames))
-                    }
-                    caughtUp = raw.offset >= high - 1
+                    // Records at or past `high` are taken too, and the end is the
+                    // fetcher's end of partition, not `high`: some brokers (Tansu)
+                    // answer ListOffsets with the last batch's base offset, which
+                    // would leave that batch unread.
+                    pending.append(RDKafkaMessage.record(from: message, topicNames: &topicNames))
                 case RD_KAFKA_RESP_ERR__PARTITION_EOF:
                     caughtUp = raw.offset >= high
+                    end = max(high, raw.offset)
                 case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION,
                     RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR__FATAL:
                     let failure = KafkaError(
@@ -111,6 +115,6 @@ final class RDKafkaPartitionReader: Sendable {
                 pending = []
             }
         }
-        buffer.push([.caughtUp(endOffset: high)])
+        buffer.push([.caughtUp(endOffset: end)])
     }
 }
