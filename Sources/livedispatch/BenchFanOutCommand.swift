@@ -130,11 +130,10 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         }
         try await waitFor("the worker to store \(tokens) tokens (log: \(logPath))", timeout: max(120, Double(tokens) / 2_000)) {
             guard worker.isRunning else { throw BenchError(description: "the worker exited; see \(logPath)") }
-            let metrics = try await httpGet(admin + "/metrics").body
+            guard let metrics = try? await httpGet(admin + "/metrics").body else { return false }
             guard Self.sample("livedispatch_records_consumed_total", labels: #"topic="tokens""#, in: metrics) >= Double(tokens) else { return false }
             // Every registration read is stored once nothing is in progress.
-            let body = try await httpGet(admin + "/status").body
-            let status = try JSONValue.parse(body)
+            guard let body = try? await httpGet(admin + "/status").body, let status = try? JSONValue.parse(body) else { return false }
             return status["in_progress"]?.integerValue == 0
         }
         let registered = ContinuousClock.now - registerStart
@@ -147,7 +146,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
             topic: prefix + "commands", key: Array("fanout-warm-up".utf8),
             value: Array(#"{"activity_id":"fanout-warm-up","event":"update","content_state":{"score":0}}"#.utf8))
         try await waitFor("the warm-up command to be dispatched (log: \(logPath))", timeout: 60) {
-            let metrics = try await httpGet(admin + "/metrics").body
+            guard let metrics = try? await httpGet(admin + "/metrics").body else { return false }
             return Self.sample("livedispatch_commands_dispatched_total", labels: "", in: metrics) >= 1
         }
         let warmUp = (ContinuousClock.now - warmUpStart).seconds

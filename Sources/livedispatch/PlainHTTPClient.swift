@@ -60,8 +60,9 @@ enum PlainHTTPClient {
             head.headers.add(name: "Connection", value: "close")
             if method == .POST || method == .PUT { head.headers.add(name: "Content-Length", value: "0") }
             for (name, value) in headers { head.headers.add(name: name, value: value) }
-            try await outbound.write(.head(head))
-            try await outbound.write(.end(nil))
+            // Head and end in one write: a server may answer and close as soon
+            // as it has read the head of a request without a body.
+            try await outbound.write(contentsOf: [.head(head), .end(nil)])
             var response = Response(status: 0, body: [])
             for try await part in inbound {
                 switch part {
