@@ -48,6 +48,13 @@ public struct WorkerHTTPServer: Service {
         let dispatcher = components.dispatcher
         let configuration = components.configuration
         let producer = components.producer
+        var scrape: Exposition?
+        if let exposition {
+            scrape = { @Sendable in
+                dispatcher.recordBacklog()
+                return exposition()
+            }
+        }
         try self.init(
             listen: components.configuration.admin.listen, configuration: components.configuration.http,
             health: Health(
@@ -56,7 +63,7 @@ public struct WorkerHTTPServer: Service {
                     let status = dispatcher.status
                     return "{\"phase\":\"\(dispatcher.phase.rawValue)\",\"partitions\":\(status.partitions),\"in_progress\":\(status.outstanding),\"paused\":\(status.paused),\"ready\":\(dispatcher.isReady)}\n"
                 }),
-            exposition: exposition,
+            exposition: scrape,
             topics: .init(
                 commands: configuration.topic(.commands), tokens: configuration.topic(.tokens), state: configuration.topic(.state),
                 tokenStore: configuration.topic(.tokenStore), deadLetters: configuration.topic(.deadLetters)),

@@ -138,6 +138,12 @@ struct WorkerEndToEndTests {
         #expect(WorkerStack.counter("livedispatch_pushes_total", labels: "outcome=\"delivered\"", in: metrics) >= 1)
         #expect(WorkerStack.counter("livedispatch_pushes_total", labels: "outcome=\"token_invalid\"", in: metrics) == 0)
         #expect(stack.pushesByToken()[gone] == nil)
+        // The backlog gauge is set when scraped; with nothing left to do it reads 0.
+        try await waitFor("livedispatch_records_in_progress to read 0") {
+            let scraped = try stack.metrics(port: adminPort)
+            let sample = scraped.split(separator: "\n").first { $0.hasPrefix("livedispatch_records_in_progress ") }
+            return sample.flatMap { Double($0.split(separator: " ").last ?? "") } == 0 ? true : nil
+        }
         #expect(try await worker.stop() == 0)
     }
 

@@ -128,6 +128,12 @@ public final class Dispatcher: Service, Sendable {
         return (partitions, outstandingTotal.load(ordering: .relaxed), gate.withLock { $0.isPaused })
     }
 
+    /// Sets `livedispatch_records_in_progress` to the records in progress
+    /// now; called when metrics are scraped, so the hot path never updates it.
+    public func recordBacklog() {
+        metrics.backlog(outstandingTotal.load(ordering: .relaxed))
+    }
+
     public func run() async throws {
         try await stage.run(handle: { self.handle($0) }, drain: { await self.drain() })
     }
