@@ -100,8 +100,11 @@ public struct CommandSource: Sendable, Hashable {
 /// `contentState` is a JSON merge patch (RFC 7386) on the activity's current
 /// state unless `replaceState` is true.
 public struct ActivityCommand: Sendable, Hashable {
-    /// Optional idempotency id given by the producer.
+    /// Optional idempotency id given by the producer: a repeat within
+    /// `idempotency.window` is acknowledged and not applied.
     public var id: String?
+    /// Longest command id, in UTF-8 bytes.
+    public static let maxIDBytes = 200
     public var activityID: ActivityID
     public var event: ActivityEvent
     public var contentState: JSONValue?
@@ -160,6 +163,9 @@ public struct ActivityCommand: Sendable, Hashable {
         let reader = try FieldReader(json, what: "an activity command")
         try reader.rejectUnknown(Self.fieldNames)
         id = try reader.string("id")
+        if let id, id.isEmpty || id.utf8.count > Self.maxIDBytes {
+            throw FieldError(field: "id", message: "a command id is 1 to \(Self.maxIDBytes) bytes, got \(id.utf8.count)")
+        }
         activityID = try reader.requiredActivityID("activity_id")
         if let eventName = try reader.string("event") {
             guard let event = ActivityEvent(rawValue: eventName) else {

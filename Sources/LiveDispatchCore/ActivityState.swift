@@ -21,6 +21,20 @@ public struct ActivityState: Sendable, Hashable {
     /// Offset in the `commands` partition of the last command folded into
     /// this state. Re-delivered commands at or below it are already applied.
     public var lastOffset: Int64?
+    /// Ids of the commands folded into this state, oldest first, so a repeat
+    /// of one is acknowledged and not applied (`idempotency.*`).
+    public var commandIDs: [RememberedCommand] = []
+
+    /// A command id and when it was applied.
+    public struct RememberedCommand: Sendable, Hashable {
+        public var id: String
+        public var appliedAt: UnixTime
+
+        public init(id: String, appliedAt: UnixTime) {
+            self.id = id
+            self.appliedAt = appliedAt
+        }
+    }
 
     public init(
         activityID: ActivityID, contentState: JSONValue = .object([:]), version: UInt64 = 0, timestamp: UnixTime? = nil,
@@ -64,6 +78,27 @@ public struct ActivityState: Sendable, Hashable {
         self.createdAt = createdAt
         endedAt = try reader.date("ended_at")
         lastOffset = try reader.integer("last_offset")
+        for (index, entry) in try reader.array("command_ids").enumerated() {
+            let item = try FieldReader(entry, path: "command_ids[\(index)]", what: "a remembered command")
+            guard let appliedAt = try item.date("at") else {
+                throw FieldError(field: item.name("at"), message: "is required")
+            }
+            commandIDs.append(RememberedCommand(id: try item.requiredString("id"), appliedAt: appliedAt))
+        }
+    }
+
+    /// Whether a command with this id was applied at or after `since`.
+    public func remembers(_ commandID: String, since: UnixTime) -> Bool {
+        commandIDs.contains { $0.id == commandID && $0.appliedAt >= since }
+    }
+
+    /// Remembers a command id, forgetting ids applied before `since` and the
+    /// oldest beyond `limit`.
+    public mutating func remember(_ commandID: String, at now: UnixTime, since: UnixTime, limit: Int) {
+        commandIDs.removeAll { $0.appliedAt < since || $0.id == commandID }
+        guard limit > 0 else { return }
+        commandIDs.append(RememberedCommand(id: commandID, appliedAt: now))
+        if commandIDs.count > limit { commandIDs.removeFirst(commandIDs.count - limit) }
     }
 
     public init(bytes: [UInt8]) throws(FieldError) {
@@ -83,6 +118,9 @@ public struct ActivityState: Sendable, Hashable {
         if let attributes { fields["attributes"] = attributes }
         if let endedAt { fields["ended_at"] = .double(endedAt.seconds) }
         if let lastOffset { fields["last_offset"] = .integer(lastOffset) }
+        if !commandIDs.isEmpty {
+            fields["command_ids"] = .array(commandIDs.map { .object(["id": .string($0.id), "at": .double($0.appliedAt.seconds)]) })
+        }
         return .object(fields)
     }
 }

@@ -11,6 +11,8 @@
 ///   dismissal dates (semantic 3). `start` and `end` flush at once.
 /// - `aps.timestamp` is the newest event time among the merged commands,
 ///   never below the previous push's (semantic 4).
+/// - A command whose `id` was applied to the activity within the
+///   idempotency window is a duplicate: acknowledged, not applied.
 /// - After `end` the activity is closed: later updates and starts are
 ///   rejected with `activity-ended` until ``expire(now:)`` removes it once
 ///   its dismissal date has passed (semantic 5). Activities older than
@@ -34,16 +36,23 @@ public struct Coalescer: Sendable {
         public var endedRetention: Double
         /// Priority of a push whose commands named none.
         public var defaultPriority: PushPriority
+        /// How long a command id is remembered (`idempotency.window`).
+        public var idempotencyWindow: Double
+        /// Most command ids remembered per activity, the newest kept
+        /// (`idempotency.max_ids_per_activity`); 0 remembers none.
+        public var maxRememberedIDs: Int
 
         public init(
             window: Double = 0.25, maxDelay: Double = 1.0, maxAge: Double = 12 * 3600, endedRetention: Double = 4 * 3600,
-            defaultPriority: PushPriority = .immediate
+            defaultPriority: PushPriority = .immediate, idempotencyWindow: Double = 24 * 3600, maxRememberedIDs: Int = 256
         ) {
             self.window = window
             self.maxDelay = max(maxDelay, window)
             self.maxAge = maxAge
             self.endedRetention = endedRetention
             self.defaultPriority = defaultPriority
+            self.idempotencyWindow = idempotencyWindow
+            self.maxRememberedIDs = max(0, maxRememberedIDs)
         }
     }
 
@@ -66,6 +75,9 @@ public struct Coalescer: Sendable {
         /// The command was folded into the state before (a re-delivery);
         /// its offset is done.
         case alreadyApplied
+        /// A command with this id was applied within the idempotency window:
+        /// acknowledged, not applied; its offset is done.
+        case duplicate(commandID: String)
         /// The command cannot apply; dead-letter it (with `details`), then
         /// its offset is done. The activity's state is as before it.
         case reject(DeadLetterReason, message: String, details: [String: JSONValue])
@@ -161,6 +173,9 @@ public struct Coalescer: Sendable {
             if let lastOffset = known.lastOffset, offset <= lastOffset {
                 return .alreadyApplied
             }
+            if let commandID = command.id, known.remembers(commandID, since: now + -configuration.idempotencyWindow) {
+                return .duplicate(commandID: commandID)
+            }
             if let endedAt = known.endedAt {
                 return .reject(
                     .activityEnded,
@@ -177,6 +192,10 @@ public struct Coalescer: Sendable {
 
         let eventTime = command.timestamp ?? recordTime
         entry.state.lastOffset = offset
+        if let commandID = command.id {
+            entry.state.remember(
+                commandID, at: now, since: now + -configuration.idempotencyWindow, limit: configuration.maxRememberedIDs)
+        }
         if command.event == .start || command.replaceState {
             entry.state.contentState = command.contentState ?? .object([:])
         } else if let patch = command.contentState {

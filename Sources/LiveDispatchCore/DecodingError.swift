@@ -83,6 +83,13 @@ struct FieldReader {
         return value
     }
 
+    /// The elements of an array, empty when the key is missing or `null`.
+    func array(_ key: String) throws(FieldError) -> [JSONValue] {
+        guard let value = optional(key) else { return [] }
+        guard case .array(let elements) = value else { throw mismatch(key, expected: "an array", got: value) }
+        return elements
+    }
+
     /// A date given as Unix seconds (integer or fractional) or as an
     /// ISO-8601 string (`2025-11-24T18:00:00Z`, fractions and offsets allowed).
     func date(_ key: String) throws(FieldError) -> UnixTime? {

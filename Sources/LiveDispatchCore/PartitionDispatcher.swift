@@ -102,6 +102,8 @@ public struct PartitionDispatcher: Sendable {
         case deadLettered(DeadLetter)
         case tokenRemoved(ActivityID, DeviceToken, reason: String)
         case activityExpired(ActivityID, reason: String)
+        /// A command whose id was applied before was acknowledged, not applied.
+        case duplicateCommand(ActivityID, commandID: String)
     }
 
     /// A record as read from `commands` or `tokens`.
@@ -286,6 +288,8 @@ public struct PartitionDispatcher: Sendable {
         switch coalescer.receive(parsed, offset: record.offset, recordTime: record.timestamp, now: now) {
         case .alreadyApplied:
             return complete(.commands, [record.offset])
+        case .duplicate(let commandID):
+            return [.observe(.duplicateCommand(parsed.activityID, commandID: commandID))] + complete(.commands, [record.offset])
         case .reject(let reason, let message, let details):
             return deadLetterRecord(.commands, record, reason: reason, message: message, activityID: parsed.activityID, details: details, now: now)
         case .scheduleFlush(let at):

@@ -88,6 +88,8 @@ struct PayloadCommand: ParsableCommand {
             throw PayloadCommandError("\(command): \(reason): \(message)")
         case .alreadyApplied:
             throw PayloadCommandError("\(command): already applied to the state (offset at or below its last_offset)")
+        case .duplicate(let commandID):
+            throw PayloadCommandError("\(command): command id \(commandID.debugDescription) was already applied to the state; it would be acknowledged and not applied")
         }
         let payload: [UInt8]
         do {

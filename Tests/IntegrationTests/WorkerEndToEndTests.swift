@@ -147,6 +147,37 @@ struct WorkerEndToEndTests {
         #expect(try await worker.stop() == 0)
     }
 
+    @Test("a repeated command id is acknowledged and not applied, also by a restarted worker")
+    func repeatedCommandID() async throws {
+        let stack = try await WorkerStack()
+        let adminPort = try freePort()
+        let configuration = try stack.writeConfiguration(adminPort: adminPort)
+        var worker = try await stack.startWorker(configuration: configuration)
+        let device = token(1, salt: 12)
+        try await stack.register(device, for: "idem-1")
+        func command(_ id: String, score: Int) -> String {
+            #"{"id": "\#(id)", "activity_id": "idem-1", "content_state": {"score": \#(score)}}"#
+        }
+        func scores() -> [JSONValue?] { stack.pushesByToken()[device]?.map { $0.contentState["score"] } ?? [] }
+        try await stack.produce("livedispatch.commands", key: "idem-1", command("goal-1", score: 1))
+        try await waitFor("the first push") { scores().contains(1) ? true : nil }
+        try await stack.produce("livedispatch.commands", key: "idem-1", command("goal-1", score: 99))
+        try await stack.produce("livedispatch.commands", key: "idem-1", command("goal-2", score: 2))
+        try await waitFor("the push of goal-2") { scores().contains(2) ? true : nil }
+        try await waitFor("the duplicate to be counted") {
+            WorkerStack.counter("livedispatch_commands_duplicate_total", labels: "", in: try stack.metrics(port: adminPort)) == 1 ? true : nil
+        }
+        #expect(try await worker.stop() == 0)
+
+        worker = try await stack.startWorker(configuration: configuration)
+        try await stack.produce("livedispatch.commands", key: "idem-1", command("goal-1", score: 77))
+        try await stack.produce("livedispatch.commands", key: "idem-1", command("goal-3", score: 3))
+        try await waitFor("the push of goal-3") { scores().contains(3) ? true : nil }
+        #expect(!scores().contains(99) && !scores().contains(77))
+        #expect(WorkerStack.counter("livedispatch_commands_duplicate_total", labels: "", in: try stack.metrics(port: adminPort)) == 1)
+        #expect(try await worker.stop() == 0)
+    }
+
     @Test("a restarted worker continues merging from the restored state")
     func restartContinuesFromRestoredState() async throws {
         let stack = try await WorkerStack()

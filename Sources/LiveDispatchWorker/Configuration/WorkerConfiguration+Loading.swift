@@ -162,6 +162,8 @@ struct ConfigurationKey: Sendable {
         ConfigurationKey(path: "activity.default_priority", kind: .integer(1...10)) {
             if case .integer(let v) = $1 { $0.activity.defaultPriority = v }
         },
+        .duration("idempotency.window", \.idempotency.window),
+        .integer("idempotency.max_ids_per_activity", 0...10_000, \.idempotency.maxIDsPerActivity),
         .integer("retry.max_attempts", 1...100, \.retry.maxAttempts),
         .duration("retry.max_elapsed", \.retry.maxElapsed),
         .duration("retry.base_delay", \.retry.baseDelay),

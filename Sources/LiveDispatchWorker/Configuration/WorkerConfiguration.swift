@@ -60,6 +60,13 @@ public struct WorkerConfiguration: Sendable, Hashable {
         public var defaultPriority = 10
     }
 
+    public struct Idempotency: Sendable, Hashable {
+        /// How long a command id is remembered per activity.
+        public var window: Double = 24 * 3600
+        /// Most command ids remembered per activity (the newest); 0 turns it off.
+        public var maxIDsPerActivity = 256
+    }
+
     public struct Retry: Sendable, Hashable {
         public var maxAttempts = 6
         public var maxElapsed: Double = 120
@@ -97,6 +104,7 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var apns = APNs()
     public var coalesce = Coalesce()
     public var activity = Activity()
+    public var idempotency = Idempotency()
     public var retry = Retry()
     public var backpressure = Backpressure()
     public var limits = Limits()
@@ -119,7 +127,8 @@ public struct WorkerConfiguration: Sendable, Hashable {
         Coalescer.Configuration(
             window: coalesce.window, maxDelay: coalesce.maxDelay, maxAge: activity.maxAge,
             endedRetention: activity.endedRetention,
-            defaultPriority: (try? PushPriority(activity.defaultPriority)) ?? .immediate)
+            defaultPriority: (try? PushPriority(activity.defaultPriority)) ?? .immediate,
+            idempotencyWindow: idempotency.window, maxRememberedIDs: idempotency.maxIDsPerActivity)
     }
 
     /// A fresh pause/resume gate with the configured watermarks.

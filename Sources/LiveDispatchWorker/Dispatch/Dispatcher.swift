@@ -299,6 +299,8 @@ public final class Dispatcher: Service, Sendable {
             logger.info("Dead-lettered", metadata: ["dead_letter.reason": "\(letter.reason)", "activity.id": "\(letter.activityID?.rawValue ?? "")"])
         case .pushCompleted(let activity, let commands, _, _):
             logger.trace("Activity push completed", metadata: ["activity.id": "\(activity.activityID)", "activity.version": "\(activity.version)", "activity.commands": "\(commands)"])
+        case .duplicateCommand(let activity, let commandID):
+            logger.debug("Duplicate command acknowledged", metadata: ["activity.id": "\(activity)", "command.id": "\(commandID)"])
         case .activityExpired:
             break
         }

@@ -1,0 +1,83 @@
+import LiveDispatchCore
+import Testing
+
+@Suite("Command idempotency")
+struct IdempotencyTests {
+    let t0 = 1_764_000_000.0
+
+    func command(_ id: String?, _ patch: JSONValue, event: ActivityEvent = .update) -> ActivityCommand {
+        var command = update("match-42", patch, event: event)
+        command.id = id
+        return command
+    }
+
+    @Test("a repeated command id is acknowledged and not applied; another id is")
+    func repeatIsDuplicate() throws {
+        var coalescer = Coalescer(configuration: .init(window: 0))
+        _ = coalescer.receive(command("goal-1", ["score": 1]), offset: 0, recordTime: time(t0), now: time(t0))
+        let repeated = coalescer.receive(command("goal-1", ["score": 99]), offset: 1, recordTime: time(t0 + 1), now: time(t0 + 1))
+        #expect(repeated == .duplicate(commandID: "goal-1"))
+        #expect(coalescer.state(of: try ActivityID("match-42"))?.contentState == ["score": 1])
+        let other = coalescer.receive(command("goal-2", ["score": 2]), offset: 2, recordTime: time(t0 + 2), now: time(t0 + 2))
+        #expect(other.flushed?.push.contentState == ["score": 2])
+        #expect(other.flushed?.snapshot.commandIDs.map(\.id) == ["goal-1", "goal-2"])
+    }
+
+    @Test("commands without an id are never duplicates")
+    func noID() {
+        var coalescer = Coalescer(configuration: .init(window: 0))
+        _ = coalescer.receive(command(nil, ["score": 1]), offset: 0, recordTime: time(t0), now: time(t0))
+        let again = coalescer.receive(command(nil, ["score": 1]), offset: 1, recordTime: time(t0), now: time(t0 + 1))
+        #expect(again.flushed?.push.version == 2)
+    }
+
+    @Test("after the window an id applies again")
+    func windowPasses() {
+        var coalescer = Coalescer(configuration: .init(window: 0, maxAge: 100 * 3600, idempotencyWindow: 3600))
+        _ = coalescer.receive(command("goal-1", ["score": 1]), offset: 0, recordTime: time(t0), now: time(t0))
+        #expect(coalescer.receive(command("goal-1", ["score": 2]), offset: 1, recordTime: time(t0), now: time(t0 + 3599)) == .duplicate(commandID: "goal-1"))
+        let later = coalescer.receive(command("goal-1", ["score": 3]), offset: 2, recordTime: time(t0), now: time(t0 + 3601))
+        #expect(later.flushed?.push.contentState == ["score": 3])
+    }
+
+    @Test("only the newest ids are remembered, and a repeat of an ended activity's end is a duplicate, not activity-ended")
+    func boundedAndEnded() {
+        var coalescer = Coalescer(configuration: .init(window: 0, maxRememberedIDs: 3))
+        for n in 0..<5 {
+            _ = coalescer.receive(command("u-\(n)", ["n": .integer(Int64(n))]), offset: Int64(n), recordTime: time(t0), now: time(t0 + Double(n)))
+        }
+        let ended = coalescer.receive(command("end-1", [:], event: .end), offset: 5, recordTime: time(t0), now: time(t0 + 5))
+        #expect(ended.flushed?.snapshot.commandIDs.map(\.id) == ["u-3", "u-4", "end-1"])
+        #expect(coalescer.receive(command("end-1", [:], event: .end), offset: 6, recordTime: time(t0), now: time(t0 + 6)) == .duplicate(commandID: "end-1"))
+        // "u-0" was forgotten: against an ended activity it is refused as usual.
+        if case .reject(let reason, _, _) = coalescer.receive(command("u-0", ["n": 0]), offset: 7, recordTime: time(t0), now: time(t0 + 7)) {
+            #expect(reason == .activityEnded)
+        } else {
+            Issue.record("a forgotten id is applied like any command")
+        }
+    }
+
+    @Test("remembered ids survive the state snapshot, so a new owner of the partition knows them")
+    func snapshotRoundTrip() throws {
+        var coalescer = Coalescer(configuration: .init(window: 0))
+        let flush = try #require(coalescer.receive(command("goal-1", ["score": 1]), offset: 0, recordTime: time(t0), now: time(t0)).flushed)
+        let restoredState = try ActivityState(json: flush.snapshot.json)
+        #expect(restoredState == flush.snapshot)
+        var next = Coalescer(configuration: .init(window: 0))
+        next.restore(restoredState)
+        #expect(next.receive(command("goal-1", ["score": 5]), offset: 1, recordTime: time(t0), now: time(t0 + 60)) == .duplicate(commandID: "goal-1"))
+    }
+
+    @Test("hostile ids and remembered entries are refused with the field named")
+    func hostile() throws {
+        #expect(throws: FieldError.self) { try ActivityCommand(json: ["activity_id": "a", "id": ""]) }
+        #expect(throws: FieldError.self) { try ActivityCommand(json: ["activity_id": "a", "id": .string(String(repeating: "x", count: 201))]) }
+        #expect((try? ActivityCommand(json: ["activity_id": "a", "id": .string(String(repeating: "x", count: 200))]))?.id?.count == 200)
+        do {
+            _ = try ActivityState(json: ["activity_id": "a", "version": 1, "created_at": 1, "command_ids": [["id": "x"]]])
+            Issue.record("a remembered id without a time is refused")
+        } catch {
+            #expect(error.field == "command_ids[0].at")
+        }
+    }
+}
