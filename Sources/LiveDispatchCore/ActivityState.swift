@@ -24,6 +24,9 @@ public struct ActivityState: Sendable, Hashable {
     /// Ids of the commands folded into this state, oldest first, so a repeat
     /// of one is acknowledged and not applied (`idempotency.*`).
     public var commandIDs: [RememberedCommand] = []
+    /// When the priority-10 pushes of the last hour were flushed, oldest
+    /// first (the priority budget), at most the budget's count.
+    public var priority10SentAt: [UnixTime] = []
 
     /// A command id and when it was applied.
     public struct RememberedCommand: Sendable, Hashable {
@@ -85,6 +88,12 @@ public struct ActivityState: Sendable, Hashable {
             }
             commandIDs.append(RememberedCommand(id: try item.requiredString("id"), appliedAt: appliedAt))
         }
+        for (index, entry) in try reader.array("priority_10_at").enumerated() {
+            guard let seconds = entry.numberValue, let time = UnixTime(acceptedSeconds: seconds) else {
+                throw FieldError(field: "priority_10_at[\(index)]", message: "expected a date as Unix seconds, got \(entry.typeName)")
+            }
+            priority10SentAt.append(time)
+        }
     }
 
     /// Whether a command with this id was applied at or after `since`.
@@ -121,6 +130,7 @@ public struct ActivityState: Sendable, Hashable {
         if !commandIDs.isEmpty {
             fields["command_ids"] = .array(commandIDs.map { .object(["id": .string($0.id), "at": .double($0.appliedAt.seconds)]) })
         }
+        if !priority10SentAt.isEmpty { fields["priority_10_at"] = .array(priority10SentAt.map { .double($0.seconds) }) }
         return .object(fields)
     }
 }

@@ -13,6 +13,8 @@
 ///   never below the previous push's (semantic 4).
 /// - A command whose `id` was applied to the activity within the
 ///   idempotency window is a duplicate: acknowledged, not applied.
+/// - Priority budget: past `priority10PerHour` priority-10 pushes in the
+///   last hour, an update without an alert is sent at priority 5.
 /// - After `end` the activity is closed: later updates and starts are
 ///   rejected with `activity-ended` until ``expire(now:)`` removes it once
 ///   its dismissal date has passed (semantic 5). Activities older than
@@ -41,10 +43,15 @@ public struct Coalescer: Sendable {
         /// Most command ids remembered per activity, the newest kept
         /// (`idempotency.max_ids_per_activity`); 0 remembers none.
         public var maxRememberedIDs: Int
+        /// Priority-10 pushes per activity in any hour
+        /// (`budget.priority_10_per_hour`); beyond it an update without an
+        /// alert goes at priority 5. Nil: no budget.
+        public var priority10PerHour: Int?
 
         public init(
             window: Double = 0.25, maxDelay: Double = 1.0, maxAge: Double = 12 * 3600, endedRetention: Double = 4 * 3600,
-            defaultPriority: PushPriority = .immediate, idempotencyWindow: Double = 24 * 3600, maxRememberedIDs: Int = 256
+            defaultPriority: PushPriority = .immediate, idempotencyWindow: Double = 24 * 3600, maxRememberedIDs: Int = 256,
+            priority10PerHour: Int? = nil
         ) {
             self.window = window
             self.maxDelay = max(maxDelay, window)
@@ -53,6 +60,7 @@ public struct Coalescer: Sendable {
             self.defaultPriority = defaultPriority
             self.idempotencyWindow = idempotencyWindow
             self.maxRememberedIDs = max(0, maxRememberedIDs)
+            self.priority10PerHour = priority10PerHour.map { max(0, $0) }
         }
     }
 
@@ -221,7 +229,7 @@ public struct Coalescer: Sendable {
         var probe = entry
         probe.held = held
         do {
-            _ = try APNsPayload.encode(Self.flush(&probe, event: command.event, command: command, configuration: configuration).push)
+            _ = try APNsPayload.encode(Self.flush(&probe, event: command.event, command: command, now: now, configuration: configuration).push)
         } catch {
             if let original { entries[id] = original }
             return .reject(
@@ -234,7 +242,7 @@ public struct Coalescer: Sendable {
         case .start, .end:
             if command.event == .end { entry.state.endedAt = now }
             entry.held = held
-            let flush = Self.flush(&entry, event: command.event, command: command, configuration: configuration)
+            let flush = Self.flush(&entry, event: command.event, command: command, now: now, configuration: configuration)
             entries[id] = entry
             return .flush(flush)
         case .update:
@@ -242,7 +250,7 @@ public struct Coalescer: Sendable {
             held.deadline = min(now + configuration.window, latest)
             entry.held = held
             if held.deadline <= now {
-                let flush = Self.flush(&entry, event: .update, command: nil, configuration: configuration)
+                let flush = Self.flush(&entry, event: .update, command: nil, now: now, configuration: configuration)
                 entries[id] = entry
                 return .flush(flush)
             }
@@ -257,17 +265,17 @@ public struct Coalescer: Sendable {
         guard let held = entries[activityID]?.held else { return .none }
         guard held.deadline <= now else { return .reschedule(at: held.deadline) }
         guard var entry = entries.removeValue(forKey: activityID) else { return .none }
-        let flush = Self.flush(&entry, event: .update, command: nil, configuration: configuration)
+        let flush = Self.flush(&entry, event: .update, command: nil, now: now, configuration: configuration)
         entries[activityID] = entry
         return .flush(flush)
     }
 
     /// Flushes everything held at once, as on shutdown or revocation drain.
-    public mutating func flushAll() -> [Flush] {
+    public mutating func flushAll(now: UnixTime) -> [Flush] {
         var flushes: [Flush] = []
         for id in entries.keys.sorted() {
             guard entries[id]?.held != nil, var entry = entries.removeValue(forKey: id) else { continue }
-            flushes.append(Self.flush(&entry, event: .update, command: nil, configuration: configuration))
+            flushes.append(Self.flush(&entry, event: .update, command: nil, now: now, configuration: configuration))
             entries[id] = entry
         }
         return flushes
@@ -299,7 +307,7 @@ public struct Coalescer: Sendable {
     }
 
     private static func flush(
-        _ entry: inout Entry, event: ActivityEvent, command: ActivityCommand?, configuration: Configuration
+        _ entry: inout Entry, event: ActivityEvent, command: ActivityCommand?, now: UnixTime, configuration: Configuration
     ) -> Flush {
         let held = entry.held ?? Held(firstAt: UnixTime(seconds: 0), deadline: UnixTime(seconds: 0), eventTime: UnixTime(seconds: 0), offsets: [])
         entry.held = nil
@@ -307,6 +315,8 @@ public struct Coalescer: Sendable {
         let timestamp = max(state.timestamp ?? held.eventTime, held.eventTime)
         state.timestamp = timestamp
         state.version += 1
+        let requested = held.priority ?? configuration.defaultPriority
+        let priority = Self.budgeted(requested, event: event, alert: held.alert, state: &state, now: now, configuration: configuration)
         entry.state = state
         // An end carries only what its own command set: the stale date and
         // relevance of earlier updates do not apply to the final state.
@@ -319,7 +329,7 @@ public struct Coalescer: Sendable {
             event: event,
             contentState: state.contentState,
             timestamp: timestamp,
-            priority: held.priority ?? configuration.defaultPriority,
+            priority: priority,
             staleDate: ending ? command?.staleDate : state.staleDate,
             dismissalDate: ending ? state.dismissalDate : nil,
             relevanceScore: ending ? command?.relevanceScore : state.relevanceScore,
@@ -327,7 +337,27 @@ public struct Coalescer: Sendable {
             attributesType: state.attributesType,
             attributes: state.attributes,
             inputPushToken: event == .start ? command?.inputPushToken : nil,
-            inputPushChannel: event == .start ? command?.inputPushChannel : nil)
+            inputPushChannel: event == .start ? command?.inputPushChannel : nil,
+            downgradedFrom: priority == requested ? nil : requested)
         return Flush(push: push, snapshot: state, offsets: held.offsets)
+    }
+
+    /// The priority budget: an activity's priority-10 pushes in the last
+    /// hour are counted in its state; past `priority10PerHour`, an update
+    /// without an alert goes at priority 5 (starts, ends and alerts keep 10).
+    private static func budgeted(
+        _ requested: PushPriority, event: ActivityEvent, alert: ActivityAlert?, state: inout ActivityState, now: UnixTime,
+        configuration: Configuration
+    ) -> PushPriority {
+        guard let budget = configuration.priority10PerHour, requested == .immediate else { return requested }
+        let hourAgo = now + -3600
+        state.priority10SentAt.removeAll { $0 <= hourAgo }
+        if event == .update, alert == nil, state.priority10SentAt.count >= budget {
+            return .normal
+        }
+        state.priority10SentAt.append(now)
+        // Only the newest `budget` times decide whether the next is over it.
+        if state.priority10SentAt.count > budget { state.priority10SentAt.removeFirst(state.priority10SentAt.count - budget) }
+        return requested
     }
 }

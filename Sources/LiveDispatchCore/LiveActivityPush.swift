@@ -19,12 +19,16 @@ public struct LiveActivityPush: Sendable, Hashable {
     public var attributes: JSONValue?
     public var inputPushToken: Bool?
     public var inputPushChannel: String?
+    /// The priority the commands asked for when the priority budget sent
+    /// this push at a lower one; nil when not downgraded.
+    public var downgradedFrom: PushPriority?
 
     public init(
         activityID: ActivityID, version: UInt64, event: ActivityEvent, contentState: JSONValue, timestamp: UnixTime,
         priority: PushPriority = .immediate, staleDate: UnixTime? = nil, dismissalDate: UnixTime? = nil,
         relevanceScore: Double? = nil, alert: ActivityAlert? = nil, attributesType: String? = nil,
-        attributes: JSONValue? = nil, inputPushToken: Bool? = nil, inputPushChannel: String? = nil
+        attributes: JSONValue? = nil, inputPushToken: Bool? = nil, inputPushChannel: String? = nil,
+        downgradedFrom: PushPriority? = nil
     ) {
         self.activityID = activityID
         self.version = version
@@ -40,6 +44,7 @@ public struct LiveActivityPush: Sendable, Hashable {
         self.attributes = attributes
         self.inputPushToken = inputPushToken
         self.inputPushChannel = inputPushChannel
+        self.downgradedFrom = downgradedFrom
     }
 }
 

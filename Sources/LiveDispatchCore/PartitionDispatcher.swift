@@ -104,6 +104,8 @@ public struct PartitionDispatcher: Sendable {
         case activityExpired(ActivityID, reason: String)
         /// A command whose id was applied before was acknowledged, not applied.
         case duplicateCommand(ActivityID, commandID: String)
+        /// The priority budget sent this version at a lower priority than asked.
+        case priorityDowngraded(ActivityID, version: UInt64, from: PushPriority, to: PushPriority)
     }
 
     /// A record as read from `commands` or `tokens`.
@@ -489,7 +491,7 @@ public struct PartitionDispatcher: Sendable {
 
     /// Flushes every held update now (graceful shutdown).
     public mutating func drain(now: UnixTime) -> [Action] {
-        coalescer.flushAll().flatMap { publish($0, now: now) }
+        coalescer.flushAll(now: now).flatMap { publish($0, now: now) }
     }
 
     /// Whether nothing is held, in flight or unacknowledged.
@@ -553,6 +555,9 @@ public struct PartitionDispatcher: Sendable {
             return actions
         }
         delivery.flushes.append(flush)
+        if let requested = flush.push.downgradedFrom {
+            actions.append(.observe(.priorityDowngraded(activity, version: flush.push.version, from: requested, to: flush.push.priority)))
+        }
         let fanOutActions = delivery.fanOut.publish(flush.push, now: now)
         deliveries[activity] = delivery
         actions += perform(fanOutActions, for: activity, now: now)
@@ -586,11 +591,14 @@ public struct PartitionDispatcher: Sendable {
                 deliveries[activity]?.pendingAcks += 1
                 actions.append(.produce(Produce(topic: .tokenStore, key: key, value: nil, partition: partition, ticket: issueTicket(.deadLetterForActivity(activity)))))
             case .deadLetter(let token, let push, let reason, let detail, let attempts):
+                var details: [String: JSONValue] = [
+                    "apns.reason": .string(detail), "attempts": .integer(Int64(attempts)), "version": .integer(Int64(push.version)),
+                    "priority": .integer(Int64(push.priority.rawValue)),
+                ]
+                if let requested = push.downgradedFrom { details["priority_downgraded_from"] = .integer(Int64(requested.rawValue)) }
                 let letter = DeadLetter(
                     reason: reason, message: "push version \(push.version) of activity \(activity) to token \(token.hex) failed: \(detail)",
-                    activityID: activity, token: token,
-                    details: ["apns.reason": .string(detail), "attempts": .integer(Int64(attempts)), "version": .integer(Int64(push.version))],
-                    deadLetteredAt: now)
+                    activityID: activity, token: token, details: details, deadLetteredAt: now)
                 deliveries[activity]?.pendingAcks += 1
                 actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
                 actions.append(.observe(.deadLettered(letter)))

@@ -42,7 +42,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
             _ = try? ActivityCommand(bytes: command.json.serialized())
             var coalescer = Coalescer()
             _ = coalescer.receive(command, offset: 0, recordTime: Self.now, now: Self.now)
-            for flush in coalescer.flushAll() { _ = try? APNsPayload.encode(flush.push) }
+            for flush in coalescer.flushAll(now: Self.now) { _ = try? APNsPayload.encode(flush.push) }
         case .registration:
             guard let registration = try? TokenRegistration(bytes: bytes) else { return }
             precondition((try? TokenRegistration(json: registration.json)) != nil, "a decoded registration does not decode again")

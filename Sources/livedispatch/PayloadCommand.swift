@@ -80,7 +80,7 @@ struct PayloadCommand: ParsableCommand {
         case .flush(let flushed):
             flush = flushed
         case .scheduleFlush:
-            guard let flushed = coalescer.flushAll().first else {
+            guard let flushed = coalescer.flushAll(now: currentTime).first else {
                 throw PayloadCommandError("\(command): the command produced no push")
             }
             flush = flushed

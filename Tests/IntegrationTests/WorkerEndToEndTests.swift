@@ -178,6 +178,34 @@ struct WorkerEndToEndTests {
         #expect(try await worker.stop() == 0)
     }
 
+    @Test("past the priority-10 budget updates go at priority 5, alerts keep 10, and the downgrades are counted")
+    func priorityBudget() async throws {
+        let stack = try await WorkerStack()
+        let adminPort = try freePort()
+        let configuration = try stack.writeConfiguration(adminPort: adminPort, extra: "budget:\n  priority_10_per_hour: 2")
+        let worker = try await stack.startWorker(configuration: configuration)
+        let device = token(1, salt: 13)
+        try await stack.register(device, for: "budget-1")
+        func priorities() -> [String] { stack.pushesByToken()[device]?.compactMap { $0.headers["apns-priority"] } ?? [] }
+        let updates = [
+            #"{"activity_id": "budget-1", "content_state": {"score": 1}}"#,
+            #"{"activity_id": "budget-1", "content_state": {"score": 2}}"#,
+            #"{"activity_id": "budget-1", "content_state": {"score": 3}}"#,
+            #"{"activity_id": "budget-1", "content_state": {"score": 4}, "alert": {"title": "Goal", "body": "4-0"}}"#,
+            #"{"activity_id": "budget-1", "content_state": {"score": 5}}"#,
+        ]
+        for (index, update) in updates.enumerated() {
+            // One push each: the next command waits for the previous push.
+            try await stack.produce("livedispatch.commands", key: "budget-1", update)
+            try await waitFor("push \(index + 1)") { priorities().count == index + 1 ? true : nil }
+        }
+        #expect(priorities() == ["10", "10", "5", "10", "5"])
+        try await waitFor("the downgrades to be counted") {
+            WorkerStack.counter("livedispatch_priority_downgrades_total", labels: "", in: try stack.metrics(port: adminPort)) == 2 ? true : nil
+        }
+        #expect(try await worker.stop() == 0)
+    }
+
     @Test("a restarted worker continues merging from the restored state")
     func restartContinuesFromRestoredState() async throws {
         let stack = try await WorkerStack()

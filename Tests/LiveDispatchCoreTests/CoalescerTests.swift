@@ -246,9 +246,9 @@ struct CoalescerTests {
         _ = coalescer.receive(update("a", ["x": 1]), offset: 0, recordTime: time(t0), now: time(t0))
         _ = coalescer.receive(update("b", ["x": 2]), offset: 1, recordTime: time(t0), now: time(t0))
         #expect(coalescer.nextDeadline == time(t0 + 0.25))
-        let flushes = coalescer.flushAll()
+        let flushes = coalescer.flushAll(now: time(t0))
         #expect(flushes.map(\.push.activityID.rawValue) == ["a", "b"])
         #expect(coalescer.nextDeadline == nil)
-        #expect(coalescer.flushAll().isEmpty)
+        #expect(coalescer.flushAll(now: time(t0)).isEmpty)
     }
 }

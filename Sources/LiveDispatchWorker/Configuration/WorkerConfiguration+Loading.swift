@@ -164,6 +164,7 @@ struct ConfigurationKey: Sendable {
         },
         .duration("idempotency.window", \.idempotency.window),
         .integer("idempotency.max_ids_per_activity", 0...10_000, \.idempotency.maxIDsPerActivity),
+        .integer("budget.priority_10_per_hour", 0...100_000, \.budget.priority10PerHour),
         .integer("retry.max_attempts", 1...100, \.retry.maxAttempts),
         .duration("retry.max_elapsed", \.retry.maxElapsed),
         .duration("retry.base_delay", \.retry.baseDelay),

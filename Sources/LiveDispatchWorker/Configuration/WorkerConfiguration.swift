@@ -67,6 +67,12 @@ public struct WorkerConfiguration: Sendable, Hashable {
         public var maxIDsPerActivity = 256
     }
 
+    public struct Budget: Sendable, Hashable {
+        /// Priority-10 pushes per activity in any hour; past it an update
+        /// without an alert goes at priority 5. 0 turns the budget off.
+        public var priority10PerHour = 60
+    }
+
     public struct Retry: Sendable, Hashable {
         public var maxAttempts = 6
         public var maxElapsed: Double = 120
@@ -105,6 +111,7 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var coalesce = Coalesce()
     public var activity = Activity()
     public var idempotency = Idempotency()
+    public var budget = Budget()
     public var retry = Retry()
     public var backpressure = Backpressure()
     public var limits = Limits()
@@ -128,7 +135,8 @@ public struct WorkerConfiguration: Sendable, Hashable {
             window: coalesce.window, maxDelay: coalesce.maxDelay, maxAge: activity.maxAge,
             endedRetention: activity.endedRetention,
             defaultPriority: (try? PushPriority(activity.defaultPriority)) ?? .immediate,
-            idempotencyWindow: idempotency.window, maxRememberedIDs: idempotency.maxIDsPerActivity)
+            idempotencyWindow: idempotency.window, maxRememberedIDs: idempotency.maxIDsPerActivity,
+            priority10PerHour: budget.priority10PerHour > 0 ? budget.priority10PerHour : nil)
     }
 
     /// A fresh pause/resume gate with the configured watermarks.

@@ -35,6 +35,8 @@ public final class ConsolePrinter: Sendable {
             write("\(elapsed)  ✂ token \(token.hex.prefix(8))… of \(activity) removed (\(reason))")
         case .activityExpired(let activity, let reason):
             write("\(elapsed)  ⌛ \(activity) expired (\(reason))")
+        case .priorityDowngraded(let activity, let version, let from, let to):
+            write("\(elapsed)  ↓ \(activity) push v\(version) at priority \(to) instead of \(from): the hour's priority-10 budget is spent")
         case .duplicateCommand(let activity, let commandID):
             write("\(elapsed)  ↺ \(activity): command \(commandID.debugDescription) was applied before; acknowledged, not applied")
         }

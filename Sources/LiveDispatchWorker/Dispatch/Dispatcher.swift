@@ -301,6 +301,10 @@ public final class Dispatcher: Service, Sendable {
             logger.trace("Activity push completed", metadata: ["activity.id": "\(activity.activityID)", "activity.version": "\(activity.version)", "activity.commands": "\(commands)"])
         case .duplicateCommand(let activity, let commandID):
             logger.debug("Duplicate command acknowledged", metadata: ["activity.id": "\(activity)", "command.id": "\(commandID)"])
+        case .priorityDowngraded(let activity, let version, let from, let to):
+            logger.info("Priority budget spent: push sent at a lower priority", metadata: [
+                "activity.id": "\(activity)", "activity.version": "\(version)", "apns.priority.requested": "\(from)", "apns.priority": "\(to)",
+            ])
         case .activityExpired:
             break
         }

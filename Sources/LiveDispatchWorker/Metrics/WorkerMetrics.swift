@@ -24,6 +24,7 @@ public struct WorkerMetrics: Sendable {
         counter("livedispatch_router_events_total", [("outcome", "command")]).increment(by: 0)
         counter("livedispatch_tokens_removed_total").increment(by: 0)
         counter("livedispatch_commands_duplicate_total").increment(by: 0)
+        counter("livedispatch_priority_downgrades_total").increment(by: 0)
         for reason in Coalescer.Expiry.Reason.allCases {
             counter("livedispatch_activities_expired_total", [("reason", reason.rawValue)]).increment(by: 0)
         }
@@ -59,6 +60,8 @@ public struct WorkerMetrics: Sendable {
             counter("livedispatch_activities_expired_total", [("reason", reason)]).increment()
         case .duplicateCommand:
             counter("livedispatch_commands_duplicate_total").increment()
+        case .priorityDowngraded:
+            counter("livedispatch_priority_downgrades_total").increment()
         }
     }
 
