@@ -180,6 +180,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // What the test targets share: waiting with a deadline, child
+        // processes with their output, free ports, a worker's readiness.
+        .target(
+            name: "TestSupport",
+            dependencies: ["LiveDispatchCore"],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "LiveDispatchCoreTests",
             dependencies: ["LiveDispatchCore"],
@@ -209,6 +217,7 @@ let package = Package(
         .testTarget(
             name: "APNsTests",
             dependencies: [
+                "TestSupport",
                 "APNs",
                 "APNsSimulator",
                 "LiveDispatchCore",
@@ -225,6 +234,7 @@ let package = Package(
         .testTarget(
             name: "KafkaTests",
             dependencies: [
+                "TestSupport",
                 "Kafka",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -256,6 +266,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
+                "TestSupport",
                 "LiveDispatchCore", "APNsSimulator", "Kafka", "livedispatch", "LiveDispatchFuzz",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -16,39 +16,6 @@ func uniqueName(_ prefix: String) -> String {
     "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())"
 }
 
-/// A condition that did not hold before its deadline.
-struct WaitTimeout: Error, CustomStringConvertible {
-    var what: String
-    var description: String { "timed out waiting for \(what)" }
-}
-
-/// Polls `condition` until it returns a value or `timeout` passes; polling
-/// backs off from 5 ms to 100 ms. It never waits a fixed time for an outcome.
-@discardableResult
-func waitFor<T>(
-    _ what: String, timeout: Duration = .seconds(60), condition: () async throws -> T?
-) async throws -> T {
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: timeout)
-    var interval = Duration.milliseconds(5)
-    while true {
-        if let value = try await condition() { return value }
-        if clock.now >= deadline { throw WaitTimeout(what: what) }
-        await pollPause(interval)
-        interval = min(interval * 2, .milliseconds(100))
-    }
-}
-
-/// The pause between two polls of a condition.
-private func pollPause(_ interval: Duration) async {
-    let nanoseconds = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) {
-            continuation.resume()
-        }
-    }
-}
-
 /// Consumer settings that rebalance quickly against the embedded cluster.
 func fastConsumerConfiguration(
     cluster: EmbeddedKafkaCluster, group: String, autoCommit: Duration? = nil, bufferCapacity: Int = 10_000

@@ -35,21 +35,6 @@ struct TestCertificate {
     }
 }
 
-struct TestSetupError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// A TCP port free right now on 127.0.0.1 (for servers that cannot bind port 0
-/// and report it).
-func freePort() throws -> Int {
-    let channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-        .bind(host: "127.0.0.1", port: 0).wait()
-    let port = channel.localAddress?.port ?? 0
-    try channel.close().wait()
-    guard port > 0 else { throw TestSetupError("no free port") }
-    return port
-}
 
 /// `nghttpd`, nghttp2's own HTTP/2 server, as a process serving a document
 /// root where `/3/device/<token>` exists for the given tokens (so POSTs to

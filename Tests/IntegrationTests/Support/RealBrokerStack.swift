@@ -100,36 +100,3 @@ func recordedPushes(_ file: URL) -> [RecordedLine] {
         (try? JSONValue.parse(String(line))).map(RecordedLine.init(value:))
     }
 }
-
-/// One answer of a worker's admin endpoint.
-struct AdminAnswer: Sendable {
-    var status: Int
-    var body: String
-}
-
-/// `GET path` on a worker's admin endpoint; nil while nothing listens there.
-func adminGet(port: Int, _ path: String) throws -> AdminAnswer? {
-    let result = try runProcess(
-        ["-s", "-o", "-", "-w", "\n%{http_code}", "http://127.0.0.1:\(port)\(path)"], executable: URL(fileURLWithPath: "/usr/bin/curl"))
-    guard result.status == 0, let newline = result.standardOutput.lastIndex(of: "\n"),
-          let status = Int(result.standardOutput[result.standardOutput.index(after: newline)...]) else { return nil }
-    return AdminAnswer(status: status, body: String(result.standardOutput[..<newline]))
-}
-
-/// What a worker's admin endpoint says of its readiness: `/readyz`'s status
-/// code, `/status`'s phase and owned partitions.
-struct WorkerReadiness: Equatable, CustomStringConvertible {
-    var ready: Int
-    var phase: String
-    var partitions: [Int]
-    var description: String { "\(ready) \(phase) \(partitions)" }
-
-    /// Asks the worker whose admin endpoint is on `port`; nil while it does not answer.
-    static func of(port: Int) throws -> WorkerReadiness? {
-        guard let ready = try adminGet(port: port, "/readyz"), let status = try adminGet(port: port, "/status"),
-              let json = try? JSONValue.parse(status.body) else { return nil }
-        return WorkerReadiness(
-            ready: ready.status, phase: json["phase"]?.stringValue ?? "",
-            partitions: json["partitions"]?.arrayValue?.compactMap { $0.integerValue.map(Int.init) } ?? [])
-    }
-}

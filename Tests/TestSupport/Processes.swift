@@ -2,21 +2,20 @@ import Foundation
 import Synchronization
 
 /// Paths the integration tests need: the repository and the built binary.
-enum TestPaths {
+public enum TestPaths {
     /// The repository root, found from this file's location.
-    static let repositoryRoot: URL = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()  // Support
-        .deletingLastPathComponent()  // IntegrationTests
+    public static let repositoryRoot: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()  // TestSupport
         .deletingLastPathComponent()  // Tests
         .deletingLastPathComponent()
 
     /// The `livedispatch` executable built beside the test bundle.
-    static var livedispatch: URL {
+    public static var livedispatch: URL {
         productsDirectory.appendingPathComponent("livedispatch")
     }
 
     /// The build products directory (`.build/debug` or wherever `swift test` built).
-    static var productsDirectory: URL {
+    public static var productsDirectory: URL {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         var directory = executable.deletingLastPathComponent()
         // On Linux the tests run from `<products>/LiveDispatchPackageTests.xctest`.
@@ -30,7 +29,7 @@ enum TestPaths {
     }
 
     /// A fresh temporary directory for one test.
-    static func temporaryDirectory(_ name: String = "livedispatch-test") throws -> URL {
+    public static func temporaryDirectory(_ name: String = "livedispatch-test") throws -> URL {
         let url = FileManager.default.temporaryDirectory
             .appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
@@ -39,14 +38,20 @@ enum TestPaths {
 }
 
 /// What a finished process left behind.
-struct ProcessResult: Sendable {
-    var status: Int32
-    var standardOutput: String
-    var standardError: String
+public struct ProcessResult: Sendable {
+    public var status: Int32
+    public var standardOutput: String
+    public var standardError: String
+
+    public init(status: Int32, standardOutput: String, standardError: String) {
+        self.status = status
+        self.standardOutput = standardOutput
+        self.standardError = standardError
+    }
 }
 
 /// A process for `executable` with `environment` added to this one's.
-func makeProcess(_ arguments: [String], executable: URL, environment: [String: String], currentDirectory: URL?) -> Process {
+public func makeProcess(_ arguments: [String], executable: URL, environment: [String: String], currentDirectory: URL?) -> Process {
     let process = Process()
     process.executableURL = executable
     process.arguments = arguments
@@ -58,7 +63,7 @@ func makeProcess(_ arguments: [String], executable: URL, environment: [String: S
 }
 
 /// Runs `livedispatch` (or another executable) to completion and captures its output.
-func runProcess(
+public func runProcess(
     _ arguments: [String], executable: URL = TestPaths.livedispatch, standardInput: String? = nil,
     currentDirectory: URL? = nil, environment: [String: String] = [:]
 ) throws -> ProcessResult {
@@ -94,12 +99,12 @@ func runProcess(
 /// simulator, a worker) whose output lines are collected as they come, so a
 /// test can wait for a line with a deadline. Terminated when stopped or
 /// released.
-final class BackgroundProcess: Sendable {
+public final class BackgroundProcess: Sendable {
     private let process: Process
     private let lines = LineBuffer()
     private let errorLines = LineBuffer()
 
-    init(
+    public init(
         _ arguments: [String], executable: URL = TestPaths.livedispatch, environment: [String: String] = [:],
         currentDirectory: URL? = nil
     ) throws {
@@ -136,13 +141,13 @@ final class BackgroundProcess: Sendable {
         thread.start()
     }
 
-    var processIdentifier: Int32 { process.processIdentifier }
-    var isRunning: Bool { process.isRunning }
-    var standardOutputLines: [String] { lines.snapshot }
-    var standardErrorLines: [String] { errorLines.snapshot }
+    public var processIdentifier: Int32 { process.processIdentifier }
+    public var isRunning: Bool { process.isRunning }
+    public var standardOutputLines: [String] { lines.snapshot }
+    public var standardErrorLines: [String] { errorLines.snapshot }
 
     /// Waits until a standard output line satisfies `predicate` and returns it.
-    func waitForLine(
+    public func waitForLine(
         timeout: Duration = .seconds(60), where predicate: @Sendable (String) -> Bool
     ) async throws -> String {
         try await waitFor("an output line", timeout: timeout) {
@@ -152,7 +157,7 @@ final class BackgroundProcess: Sendable {
 
     /// Sends SIGTERM (or `signal`) and waits for the process to exit.
     @discardableResult
-    func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(30)) async throws -> Int32 {
+    public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(30)) async throws -> Int32 {
         if process.isRunning { kill(process.processIdentifier, signal) }
         try await waitFor("process \(process.processIdentifier) to exit", timeout: timeout) {
             self.process.isRunning ? nil : true
@@ -166,42 +171,12 @@ final class BackgroundProcess: Sendable {
 }
 
 /// Lines of a process's output, appended by a reader thread.
-final class LineBuffer: Sendable {
+public final class LineBuffer: Sendable {
     private let lines = Mutex<[String]>([])
 
-    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    public init() {}
 
-    var snapshot: [String] { lines.withLock { $0 } }
-}
+    public func append(_ line: String) { lines.withLock { $0.append(line) } }
 
-/// A condition that did not hold before its deadline.
-struct WaitTimeout: Error, CustomStringConvertible {
-    var what: String
-    var description: String { "timed out waiting for \(what)" }
-}
-
-/// Polls `condition` until it returns a value or `timeout` passes. Polling
-/// backs off from 5 ms to 100 ms; it never waits a fixed time for an outcome.
-func waitFor<T>(
-    _ what: String, timeout: Duration = .seconds(60), condition: () async throws -> T?
-) async throws -> T {
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: timeout)
-    var interval = Duration.milliseconds(5)
-    while true {
-        if let value = try await condition() { return value }
-        if clock.now >= deadline { throw WaitTimeout(what: what) }
-        await pollPause(interval)
-        interval = min(interval * 2, .milliseconds(100))
-    }
-}
-
-/// The pause between two polls of a condition.
-private func pollPause(_ interval: Duration) async {
-    let nanoseconds = interval.components.attoseconds / 1_000_000_000 + interval.components.seconds * 1_000_000_000
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) {
-            continuation.resume()
-        }
-    }
+    public var snapshot: [String] { lines.withLock { $0 } }
 }
