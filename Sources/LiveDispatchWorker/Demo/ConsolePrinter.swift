@@ -35,6 +35,10 @@ public final class ConsolePrinter: Sendable {
             write("\(elapsed)  ✂ token \(token.hex.prefix(8))… of \(activity) removed (\(reason))")
         case .activityExpired(let activity, let reason):
             write("\(elapsed)  ⌛ \(activity) expired (\(reason))")
+        case .audienceStarted(let activity, let audience, let delivered, let alreadyStarted):
+            let tokens = delivered.map { String($0.hex.prefix(8)) + "…" }.joined(separator: ", ")
+            let skipped = alreadyStarted > 0 ? "; \(alreadyStarted) already started" : ""
+            write("\(elapsed)  ▶ start \(activity) → audience \(audience): \(delivered.count) push-to-start token\(delivered.count == 1 ? "" : "s") (\(tokens))\(skipped)")
         }
     }
 
@@ -47,7 +51,8 @@ public final class ConsolePrinter: Sendable {
         case .internalTopic(let topic):
             let action = step.value["action"]?.stringValue ?? "register"
             let token = step.value["token"]?.stringValue.map { String($0.prefix(8)) + "…" } ?? ""
-            what = topic == .tokens ? "token \(action) \(token)" : "record \(topic.rawValue)"
+            let kind = step.value["kind"]?.stringValue == TokenKind.pushToStart.rawValue ? "push-to-start token" : "token"
+            what = topic == .tokens ? "\(kind) \(action) \(token)" : "record \(topic.rawValue)"
         }
         write("\(elapsed)  → \(what) (key \(step.key ?? "none"))")
     }

@@ -56,6 +56,9 @@ public struct WorkerMetrics: Sendable {
             counter("livedispatch_tokens_removed_total").increment()
         case .activityExpired(_, let reason):
             counter("livedispatch_activities_expired_total", [("reason", reason)]).increment()
+        case .audienceStarted(_, _, let delivered, let alreadyStarted):
+            counter("livedispatch_audience_starts_total", [("outcome", "delivered")]).increment(by: delivered.count)
+            counter("livedispatch_audience_starts_total", [("outcome", "already-started")]).increment(by: alreadyStarted)
         }
     }
 
