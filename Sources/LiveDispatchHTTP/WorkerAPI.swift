@@ -196,7 +196,10 @@ struct WorkerAPI: APIProtocol {
     /// A decoder's field error as a problem: body fields as JSON pointers,
     /// the path's activity id and the idempotency key as parameters.
     static func problem(_ error: FieldError, notification: Bool) -> Components.Schemas.Problem {
-        var components = error.field.split(separator: ".").map(String.init)
+        // `audiences[1]` is the pointer `/audiences/1`.
+        var components = error.field.split(separator: ".").flatMap { part in
+            part.split(separator: "[").map { $0.hasSuffix("]") ? String($0.dropLast()) : String($0) }
+        }
         switch components.first {
         case "activity_id": return .init(pointer: "#/parameters/activity_id", message: error.message)
         case "id": return .init(pointer: "#/parameters/Idempotency-Key", message: error.message)

@@ -36,9 +36,14 @@ public final class ConsolePrinter: Sendable {
         case .activityExpired(let activity, let reason):
             write("\(elapsed)  ⌛ \(activity) expired (\(reason))")
         case .audienceStarted(let activity, let audience, let delivered, let alreadyStarted):
-            let tokens = delivered.map { String($0.hex.prefix(8)) + "…" }.joined(separator: ", ")
-            let skipped = alreadyStarted > 0 ? "; \(alreadyStarted) already started" : ""
-            write("\(elapsed)  ▶ start \(activity) → audience \(audience): \(delivered.count) push-to-start token\(delivered.count == 1 ? "" : "s") (\(tokens))\(skipped)")
+            var parts: [String] = []
+            if !delivered.isEmpty {
+                let tokens = delivered.map { String($0.hex.prefix(8)) + "…" }.joined(separator: ", ")
+                parts.append("started on \(delivered.count) push-to-start token\(delivered.count == 1 ? "" : "s") (\(tokens))")
+            }
+            if alreadyStarted > 0 { parts.append("\(alreadyStarted) already started, not started again") }
+            if parts.isEmpty { parts.append("no push-to-start token of its type") }
+            write("\(elapsed)  ▶ \(activity) → audience \(audience): \(parts.joined(separator: "; "))")
         }
     }
 
