@@ -1,8 +1,9 @@
 /// Everything the dispatcher decides for one partition number of the
-/// co-partitioned `commands`, `tokens`, `state` and `token-store` topics:
-/// restore, then token registrations and commands in offset order through
-/// the ``Coalescer``, one ``FanOut`` per activity, and two ``OffsetTracker``
-/// partitions. A value type: inputs are `mutating func`s returning
+/// co-partitioned `commands`, `tokens`, `starts`, `state` and `token-store`
+/// topics: restore, then token registrations and commands in offset order
+/// through the ``Coalescer``, one ``FanOut`` per activity, audience starts
+/// to push-to-start tokens (see `PartitionDispatcher+PushToStart.swift`),
+/// and three ``OffsetTracker`` partitions. A value type: inputs are `mutating func`s returning
 /// ``Action``s; the worker's dispatcher service performs them (sends,
 /// produces, commits) and reports back.
 ///
