@@ -37,6 +37,8 @@ public struct AudienceStart: Sendable, Hashable {
         } catch {
             throw FieldError(field: "priority", message: error.message)
         }
+        let attributesType = try reader.requiredString("attributes_type")
+        guard !attributesType.isEmpty else { throw FieldError(field: "attributes_type", message: "is empty") }
         let relevanceScore = try reader.number("relevance_score")
         if let relevanceScore, !relevanceScore.isFinite {
             throw FieldError(field: "relevance_score", message: "must be a finite number")
@@ -46,7 +48,7 @@ public struct AudienceStart: Sendable, Hashable {
             contentState: contentState, timestamp: timestamp, priority: priority, staleDate: try reader.date("stale_date"),
             relevanceScore: relevanceScore,
             alert: try ActivityAlert(json: try reader.required("alert"), path: "alert"),
-            attributesType: try reader.requiredString("attributes_type"), attributes: attributes, inputPushToken: true,
+            attributesType: attributesType, attributes: attributes, inputPushToken: true,
             inputPushChannel: try reader.string("input_push_channel"))
     }
 

@@ -13,21 +13,18 @@ extension PartitionDispatcher {
     /// What the machine keeps of a push-to-start registration.
     struct PushToStartToken: Sendable, Hashable {
         var attributesType: String
-        var environment: APNsEnvironment
-        var expiresAt: UnixTime?
-        var registeredAt: UnixTime?
+        var registered: RegisteredToken
 
         init(_ registration: PushToStartRegistration) {
             attributesType = registration.attributesType
-            environment = registration.environment
-            expiresAt = registration.expiresAt
-            registeredAt = registration.registeredAt
+            registered = RegisteredToken(
+                environment: registration.environment, expiresAt: registration.expiresAt, registeredAt: registration.registeredAt)
         }
 
         func registration(_ audience: AudienceKey, _ token: DeviceToken) -> PushToStartRegistration {
             PushToStartRegistration(
-                audience: audience, attributesType: attributesType, token: token, environment: environment,
-                expiresAt: expiresAt, registeredAt: registeredAt)
+                audience: audience, attributesType: attributesType, token: token, environment: registered.environment,
+                expiresAt: registered.expiresAt, registeredAt: registered.registeredAt)
         }
     }
 
@@ -104,7 +101,7 @@ extension PartitionDispatcher {
     mutating func sweepPushToStartTokens(now: UnixTime) -> [Action] {
         var actions: [Action] = []
         for (audience, tokens) in audiences {
-            for (token, registration) in tokens where registration.expiresAt.map({ $0 <= now }) ?? false {
+            for (token, registration) in tokens where registration.registered.isExpired(at: now) {
                 removePushToStartToken(audience, token)
                 actions.append(.produce(Produce(
                     topic: .tokenStore, key: PushToStartRegistration.storeKey(audience, token), value: nil, partition: partition,
@@ -148,11 +145,11 @@ extension PartitionDispatcher {
         let tokens = audiences[start.audience] ?? [:]
         for token in tokens.keys.sorted() {
             guard let registration = tokens[token], registration.attributesType == start.push.attributesType,
-                  !(registration.expiresAt.map { $0 <= now } ?? false)
+                  !registration.registered.isExpired(at: now)
             else { continue }
             switch budget.admit(token, activity: activity, now: now) {
             case .start:
-                delivery.environments[token] = registration.environment
+                delivery.environments[token] = registration.registered.environment
                 delivery.recording += 1
                 let value = Self.storedValue(registration.registration(start.audience, token), ledger: budget.ledger(of: token))
                 actions.append(.produce(Produce(

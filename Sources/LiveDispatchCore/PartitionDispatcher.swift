@@ -150,19 +150,19 @@ public struct PartitionDispatcher: Sendable {
 
     /// What the machine keeps of a registration: a few words per token (the
     /// activity and token are the keys it is stored under).
-    struct RegisteredToken: Sendable, Hashable {
+    struct RegisteredToken: Sendable, Hashable, Expiring {
         var environment: APNsEnvironment
         var expiresAt: UnixTime?
         var registeredAt: UnixTime?
 
-        init(_ registration: TokenRegistration) {
-            environment = registration.environment
-            expiresAt = registration.expiresAt
-            registeredAt = registration.registeredAt
+        init(environment: APNsEnvironment, expiresAt: UnixTime?, registeredAt: UnixTime?) {
+            self.environment = environment
+            self.expiresAt = expiresAt
+            self.registeredAt = registeredAt
         }
 
-        func isExpired(at now: UnixTime) -> Bool {
-            expiresAt.map { $0 <= now } ?? false
+        init(_ registration: TokenRegistration) {
+            self.init(environment: registration.environment, expiresAt: registration.expiresAt, registeredAt: registration.registeredAt)
         }
     }
 

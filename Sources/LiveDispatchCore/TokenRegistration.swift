@@ -12,6 +12,20 @@ public enum APNsEnvironment: String, Sendable, Hashable, CaseIterable {
     }
 }
 
+/// A registration that honours `expires_at`.
+public protocol Expiring {
+    /// After this time the registration no longer counts.
+    var expiresAt: UnixTime? { get }
+}
+
+extension Expiring {
+    /// Whether the registration has lapsed at `now`.
+    public func isExpired(at now: UnixTime) -> Bool {
+        guard let expiresAt else { return false }
+        return expiresAt <= now
+    }
+}
+
 /// Which token a registration on the `tokens` topic carries (`kind`).
 public enum TokenKind: String, Sendable, Hashable, CaseIterable {
     /// A running activity's update token, registered under its activity id.
@@ -32,7 +46,7 @@ public enum TokenKind: String, Sendable, Hashable, CaseIterable {
 /// A device's update token for an activity, registered or unregistered by
 /// the app's backend on the `tokens` topic (key = activity id), and kept in
 /// the compacted `token-store` changelog.
-public struct TokenRegistration: Sendable, Hashable {
+public struct TokenRegistration: Sendable, Hashable, Expiring {
     public enum Action: String, Sendable, Hashable, CaseIterable {
         case register
         case unregister
@@ -117,12 +131,6 @@ public struct TokenRegistration: Sendable, Hashable {
         return .object(fields)
     }
 
-    /// Whether the registration has lapsed at `now`.
-    public func isExpired(at now: UnixTime) -> Bool {
-        guard let expiresAt else { return false }
-        return expiresAt <= now
-    }
-
     /// The `token-store` key: activity id, U+001F, token hex.
     public var storeKey: String { Self.storeKey(activityID, token) }
 
@@ -136,7 +144,7 @@ public struct TokenRegistration: Sendable, Hashable {
 /// audience chosen by the backend: a `start` addressed to the audience is
 /// sent to it (with `input-push-token: 1`). On the `tokens` topic its key is
 /// the audience key; in `token-store` it is kept under ``storeKey``.
-public struct PushToStartRegistration: Sendable, Hashable {
+public struct PushToStartRegistration: Sendable, Hashable, Expiring {
     public var audience: AudienceKey
     /// The Swift type name of the app's `ActivityAttributes` the token starts.
     public var attributesType: String
@@ -189,11 +197,6 @@ public struct PushToStartRegistration: Sendable, Hashable {
         fields["audience"] = .string(audience.rawValue)
         fields["attributes_type"] = .string(attributesType)
         return .object(fields)
-    }
-
-    public func isExpired(at now: UnixTime) -> Bool {
-        guard let expiresAt else { return false }
-        return expiresAt <= now
     }
 
     /// The `token-store` key: audience, U+001E, token hex (U+001E, not an

@@ -135,7 +135,10 @@ struct PushToStartRecordTests {
         #expect(aps["input-push-token"] == 1)
         #expect(aps["attributes-type"] == "SportsActivityAttributes")
         #expect(aps["event"] == "start")
-        for field in ["alert", "attributes", "content_state", "timestamp", "audience", "version"] {
+        guard case .object(var emptyType) = start.json else { return }
+        emptyType["attributes_type"] = ""
+        #expect(failure { _ = try AudienceStart(json: .object(emptyType)) }?.field == "attributes_type")
+        for field in ["alert", "attributes", "attributes_type", "content_state", "timestamp", "audience", "version"] {
             guard case .object(var fields) = start.json else { return }
             fields.removeValue(forKey: field)
             #expect(failure { _ = try AudienceStart(json: .object(fields)) }?.field.hasPrefix(field) == true, "\(field)")

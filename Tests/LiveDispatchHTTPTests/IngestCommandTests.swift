@@ -5,6 +5,11 @@ import LiveDispatchRules
 import Synchronization
 import Testing
 
+/// What a test's `WorkerAPI` produced: topic, key, value.
+final class ProducedRecords: Sendable {
+    let produced = Mutex<[(String, [UInt8], [UInt8])]>([])
+}
+
 @Suite("Ingest API: requests to commands")
 struct IngestCommandTests {
     typealias Update = Components.Schemas.UpdateRequest
@@ -79,10 +84,7 @@ struct IngestCommandTests {
     @Test("a push-to-start token is produced to tokens under its audience key")
     func pushToStartToken() async throws {
         let rules = try ExplainRulesTests.shippedRules()
-        final class Records: Sendable {
-            let produced = Mutex<[(String, [UInt8], [UInt8])]>([])
-        }
-        let records = Records()
+        let records = ProducedRecords()
         let api = WorkerAPI(
             topics: .init(commands: "c", tokens: "livedispatch.tokens", state: "s", tokenStore: "ts", deadLetters: "d"),
             produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
@@ -120,10 +122,7 @@ struct IngestCommandTests {
     @Test("an accepted command is produced to the commands topic under its activity id, once acknowledged")
     func produced() async throws {
         let rules = try ExplainRulesTests.shippedRules()
-        final class Records: Sendable {
-            let produced = Mutex<[(String, [UInt8], [UInt8])]>([])
-        }
-        let records = Records()
+        let records = ProducedRecords()
         let api = WorkerAPI(
             topics: .init(commands: "livedispatch.commands", tokens: "livedispatch.tokens", state: "s", tokenStore: "ts", deadLetters: "d"),
             produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id-1" }, rules: { rules }, readTopic: { _, _, _ in })
