@@ -157,6 +157,7 @@ struct APNsRequestRules: Sendable {
             guard let name = payload.event, name == "update" || name == "end" || name == "start",
                 payload.hasNumericTimestamp
             else { return refuse(400, "BadPayload", token: hex) }
+            if name == "start", !Self.isValidStart(request.body) { return refuse(400, "BadPayload", token: hex) }
             event = name
         }
         return Verdict(response: .success, deviceToken: hex, apnsID: apnsID, event: event)
@@ -182,6 +183,23 @@ struct APNsRequestRules: Sendable {
         case .missing, .invalid, .expired:
             return outcome.reason
         }
+    }
+
+    /// A start (push-to-start, iOS 17.2+) needs what the device builds the
+    /// activity from: `content-state`, `attributes-type`, `attributes` and an
+    /// `alert`; `input-push-token`, when present, is 1. Starts are rare, so
+    /// the payload is parsed whole.
+    static func isValidStart(_ body: [UInt8]) -> Bool {
+        guard let aps = (try? JSONValue.parse(body))?["aps"]?.objectValue,
+              aps["content-state"]?.objectValue != nil,
+              let attributesType = aps["attributes-type"]?.stringValue, !attributesType.isEmpty,
+              aps["attributes"]?.objectValue != nil,
+              let alert = aps["alert"]
+        else { return false }
+        let alertReadable = alert.stringValue != nil || alert.objectValue.map { $0["title"] != nil || $0["body"] != nil } == true
+        guard alertReadable else { return false }
+        if let input = aps["input-push-token"], input.integerValue != 1 { return false }
+        return true
     }
 
     /// `8-4-4-4-12` hex digits.

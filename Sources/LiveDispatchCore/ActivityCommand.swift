@@ -124,14 +124,21 @@ public struct ActivityCommand: Sendable, Hashable {
     public var inputPushToken: Bool?
     /// iOS 18 broadcast: the channel the started activity subscribes to.
     public var inputPushChannel: String?
+    /// For `start`: the audiences whose push-to-start tokens (of
+    /// `attributesType`) are sent the start, with `input-push-token: 1`.
+    public var audiences: [AudienceKey]
     public var source: CommandSource?
+
+    /// Most audiences one start may address.
+    public static let maxAudiences = 100
 
     public init(
         id: String? = nil, activityID: ActivityID, event: ActivityEvent = .update, contentState: JSONValue? = nil,
         replaceState: Bool = false, timestamp: UnixTime? = nil, priority: PushPriority? = nil,
         staleDate: UnixTime? = nil, dismissalDate: UnixTime? = nil, relevanceScore: Double? = nil,
         alert: ActivityAlert? = nil, attributesType: String? = nil, attributes: JSONValue? = nil,
-        inputPushToken: Bool? = nil, inputPushChannel: String? = nil, source: CommandSource? = nil
+        inputPushToken: Bool? = nil, inputPushChannel: String? = nil, audiences: [AudienceKey] = [],
+        source: CommandSource? = nil
     ) {
         self.id = id
         self.activityID = activityID
@@ -148,13 +155,14 @@ public struct ActivityCommand: Sendable, Hashable {
         self.attributes = attributes
         self.inputPushToken = inputPushToken
         self.inputPushChannel = inputPushChannel
+        self.audiences = audiences
         self.source = source
     }
 
     static let fieldNames: Set<String> = [
         "id", "activity_id", "event", "content_state", "replace_state", "timestamp", "priority", "stale_date",
         "dismissal_date", "relevance_score", "alert", "attributes_type", "attributes", "input_push_token",
-        "input_push_channel", "source",
+        "input_push_channel", "audiences", "source",
     ]
 
     /// Reads a command from its JSON form, naming the field of any problem.
@@ -195,8 +203,28 @@ public struct ActivityCommand: Sendable, Hashable {
         attributes = try reader.object("attributes")
         inputPushToken = try reader.bool("input_push_token")
         inputPushChannel = try reader.string("input_push_channel")
+        audiences = try Self.audiences(reader)
         source = try reader.optional("source").map { value throws(FieldError) in try CommandSource(json: value, path: "source") }
         try validate()
+    }
+
+    private static func audiences(_ reader: FieldReader) throws(FieldError) -> [AudienceKey] {
+        guard let value = reader.optional("audiences") else { return [] }
+        guard case .array(let items) = value else { throw reader.mismatch("audiences", expected: "an array of audience keys", got: value) }
+        guard items.count <= maxAudiences else {
+            throw FieldError(field: reader.name("audiences"), message: "names \(items.count) audiences, more than \(maxAudiences)")
+        }
+        var keys: [AudienceKey] = []
+        for (index, item) in items.enumerated() {
+            let field = reader.name("audiences[\(index)]")
+            guard let text = item.stringValue else { throw FieldError(field: field, message: "expected an audience key (a string), got \(item.typeName)") }
+            do {
+                keys.append(try AudienceKey(text))
+            } catch {
+                throw FieldError(field: field, message: error.message)
+            }
+        }
+        return keys
     }
 
     /// Parses a command from the bytes of a Kafka record value.
@@ -213,6 +241,13 @@ public struct ActivityCommand: Sendable, Hashable {
             if alert == nil { throw FieldError(field: "alert", message: "is required for a start") }
             if attributesType == nil { throw FieldError(field: "attributes_type", message: "is required for a start") }
             if attributes == nil { throw FieldError(field: "attributes", message: "is required for a start") }
+        }
+        if !audiences.isEmpty {
+            if event != .start { throw FieldError(field: "audiences", message: "is only for a start (push-to-start tokens start activities)") }
+            if audiences.count > Self.maxAudiences {
+                throw FieldError(field: "audiences", message: "names \(audiences.count) audiences, more than \(Self.maxAudiences)")
+            }
+            if Set(audiences).count != audiences.count { throw FieldError(field: "audiences", message: "names an audience twice") }
         }
         if let relevanceScore, !relevanceScore.isFinite {
             throw FieldError(field: "relevance_score", message: "must be a finite number")
@@ -240,6 +275,7 @@ public struct ActivityCommand: Sendable, Hashable {
         if let attributes { fields["attributes"] = attributes }
         if let inputPushToken { fields["input_push_token"] = .bool(inputPushToken) }
         if let inputPushChannel { fields["input_push_channel"] = .string(inputPushChannel) }
+        if !audiences.isEmpty { fields["audiences"] = .array(audiences.map { .string($0.rawValue) }) }
         if let source { fields["source"] = source.json }
         return .object(fields)
     }

@@ -27,6 +27,9 @@ public struct DeadLetterReason: Sendable, Hashable, CustomStringConvertible, Exp
     /// Kafka refused for good a record produced for this one (too large, an
     /// invalid topic).
     public static let produceRefused: DeadLetterReason = "produce-refused"
+    /// A push-to-start token was already sent `push_to_start.max_starts_per_hour`
+    /// starts in the past hour: this start is not sent to it.
+    public static let startRateLimited: DeadLetterReason = "start-rate-limited"
 }
 
 /// A record LiveDispatch could not handle, with the reason and enough of

@@ -138,6 +138,15 @@ extension FieldReader {
         return try requiredActivityID(key)
     }
 
+    func requiredAudience(_ key: String) throws(FieldError) -> AudienceKey {
+        let text = try requiredString(key)
+        do {
+            return try AudienceKey(text)
+        } catch {
+            throw FieldError(field: name(key), message: error.message)
+        }
+    }
+
     func requiredToken(_ key: String) throws(FieldError) -> DeviceToken {
         let text = try requiredString(key)
         do {

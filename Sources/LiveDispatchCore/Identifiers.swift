@@ -11,19 +11,47 @@ public struct ActivityID: Sendable, Hashable, Comparable, CustomStringConvertibl
     /// control characters (U+001F separates the id from the token in
     /// `token-store` keys, so it can never be part of one).
     public init(_ rawValue: String) throws(ValueError) {
-        guard !rawValue.isEmpty else { throw ValueError("activity id is empty") }
-        guard rawValue.utf8.count <= Self.maxLength else {
-            throw ValueError("activity id is \(rawValue.utf8.count) bytes, longer than \(Self.maxLength)")
-        }
-        guard !rawValue.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-            throw ValueError("activity id \(rawValue.debugDescription) contains a control character")
-        }
+        try Self.validate(rawValue, what: "activity id", maxLength: Self.maxLength)
         self.rawValue = rawValue
     }
 
     public var description: String { rawValue }
 
     public static func < (lhs: ActivityID, rhs: ActivityID) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// The rules of a Kafka key the worker stores under: not empty, at most
+    /// `maxLength` UTF-8 bytes, no control characters.
+    static func validate(_ rawValue: String, what: String, maxLength: Int) throws(ValueError) {
+        guard !rawValue.isEmpty else { throw ValueError("\(what) is empty") }
+        guard rawValue.utf8.count <= maxLength else {
+            throw ValueError("\(what) is \(rawValue.utf8.count) bytes, longer than \(maxLength)")
+        }
+        guard !rawValue.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw ValueError("\(what) \(rawValue.debugDescription) contains a control character")
+        }
+    }
+}
+
+/// The key of an audience the backend chose ("user-1", "followers:owls",
+/// "order-A-1001"): push-to-start tokens are registered in it and a `start`
+/// command addresses it. It is the Kafka key of its tokens and of the
+/// audience starts sent to it, so they meet in one partition.
+public struct AudienceKey: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// Longest key accepted, in UTF-8 bytes.
+    public static let maxLength = 256
+
+    public let rawValue: String
+
+    /// Validates a key: not empty, at most ``maxLength`` bytes, without
+    /// control characters (they separate parts of `token-store` keys).
+    public init(_ rawValue: String) throws(ValueError) {
+        try ActivityID.validate(rawValue, what: "audience key", maxLength: Self.maxLength)
+        self.rawValue = rawValue
+    }
+
+    public var description: String { rawValue }
+
+    public static func < (lhs: AudienceKey, rhs: AudienceKey) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
 /// An APNs device token (an activity's update token or a push-to-start

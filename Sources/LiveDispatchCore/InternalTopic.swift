@@ -5,15 +5,17 @@ public enum InternalTopic: String, Sendable, CaseIterable {
     case state
     case tokenStore = "token-store"
     case deadLetters = "dead-letters"
+    /// Starts addressed to audiences, keyed by audience key.
+    case starts
 
     /// Whether the topic is a compacted changelog.
     public var isCompacted: Bool {
         switch self {
         case .state, .tokenStore: true
-        case .commands, .tokens, .deadLetters: false
+        case .commands, .tokens, .deadLetters, .starts: false
         }
     }
 
     /// The topics that must have the same partition count.
-    public static let coPartitioned: [InternalTopic] = [.commands, .tokens, .state, .tokenStore]
+    public static let coPartitioned: [InternalTopic] = [.commands, .tokens, .state, .tokenStore, .starts]
 }

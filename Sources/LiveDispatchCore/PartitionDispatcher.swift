@@ -1,8 +1,9 @@
 /// Everything the dispatcher decides for one partition number of the
-/// co-partitioned `commands`, `tokens`, `state` and `token-store` topics:
-/// restore, then token registrations and commands in offset order through
-/// the ``Coalescer``, one ``FanOut`` per activity, and two ``OffsetTracker``
-/// partitions. A value type: inputs are `mutating func`s returning
+/// co-partitioned `commands`, `tokens`, `starts`, `state` and `token-store`
+/// topics: restore, then token registrations and commands in offset order
+/// through the ``Coalescer``, one ``FanOut`` per activity, audience starts
+/// to push-to-start tokens (see `PartitionDispatcher+PushToStart.swift`),
+/// and three ``OffsetTracker`` partitions. A value type: inputs are `mutating func`s returning
 /// ``Action``s; the worker's dispatcher service performs them (sends,
 /// produces, commits) and reports back.
 ///
@@ -27,17 +28,20 @@ public struct PartitionDispatcher: Sendable {
         public var topicPrefix: String
         /// Seconds between expiry sweeps of activities and tokens.
         public var sweepInterval: Double
+        /// The budget of starts per push-to-start token.
+        public var pushToStart: PushToStartBudget.Configuration
 
         public init(
             coalescer: Coalescer.Configuration = .init(), fanOut: FanOut.Configuration = .init(),
             defaultEnvironment: APNsEnvironment = .production, topicPrefix: String = "livedispatch.",
-            sweepInterval: Double = 5
+            sweepInterval: Double = 5, pushToStart: PushToStartBudget.Configuration = .init()
         ) {
             self.coalescer = coalescer
             self.fanOut = fanOut
             self.defaultEnvironment = defaultEnvironment
             self.topicPrefix = topicPrefix
             self.sweepInterval = max(0.001, sweepInterval)
+            self.pushToStart = pushToStart
         }
 
         /// Full name of an internal topic.
@@ -74,13 +78,20 @@ public struct PartitionDispatcher: Sendable {
         /// The encoded payload, checked against APNs' size limit; one
         /// buffer shared by every send of the same version.
         public var payload: [UInt8]
+        /// For a start to a push-to-start token: the offset of the
+        /// audience start on `starts` it was made for.
+        public var audienceStart: Int64?
 
-        public init(activityID: ActivityID, token: DeviceToken, environment: APNsEnvironment, push: LiveActivityPush, payload: [UInt8]) {
+        public init(
+            activityID: ActivityID, token: DeviceToken, environment: APNsEnvironment, push: LiveActivityPush, payload: [UInt8],
+            audienceStart: Int64? = nil
+        ) {
             self.activityID = activityID
             self.token = token
             self.environment = environment
             self.push = push
             self.payload = payload
+            self.audienceStart = audienceStart
         }
     }
 
@@ -106,9 +117,12 @@ public struct PartitionDispatcher: Sendable {
         case duplicateCommand(ActivityID, commandID: String)
         /// The priority budget sent this version at a lower priority than asked.
         case priorityDowngraded(ActivityID, version: UInt64, from: PushPriority, to: PushPriority)
+        /// An audience start is done: the push-to-start tokens it was
+        /// delivered to, and how many were skipped as already started.
+        case audienceStarted(ActivityID, audience: AudienceKey, delivered: [DeviceToken], alreadyStarted: Int)
     }
 
-    /// A record as read from `commands` or `tokens`.
+    /// A record as read from `commands`, `tokens` or `starts`.
     public struct Record: Sendable, Hashable {
         public var offset: Int64
         public var key: [UInt8]?
@@ -130,24 +144,29 @@ public struct PartitionDispatcher: Sendable {
         case completeOffsets(InternalTopic, [Int64])
         case deadLetterForActivity(ActivityID)
         case snapshot(ActivityID, offsets: [Int64])
+        /// A push-to-start token's ledger, recording the start of the
+        /// audience start at this offset, is stored: the start may be sent.
+        case startRecorded(Int64, DeviceToken)
+        /// A dead letter or tombstone of the audience start at this offset.
+        case audienceStartWrite(Int64)
         case nothing
     }
 
     /// What the machine keeps of a registration: a few words per token (the
     /// activity and token are the keys it is stored under).
-    struct RegisteredToken: Sendable, Hashable {
+    struct RegisteredToken: Sendable, Hashable, Expiring {
         var environment: APNsEnvironment
         var expiresAt: UnixTime?
         var registeredAt: UnixTime?
 
-        init(_ registration: TokenRegistration) {
-            environment = registration.environment
-            expiresAt = registration.expiresAt
-            registeredAt = registration.registeredAt
+        init(environment: APNsEnvironment, expiresAt: UnixTime?, registeredAt: UnixTime?) {
+            self.environment = environment
+            self.expiresAt = expiresAt
+            self.registeredAt = registeredAt
         }
 
-        func isExpired(at now: UnixTime) -> Bool {
-            expiresAt.map { $0 <= now } ?? false
+        init(_ registration: TokenRegistration) {
+            self.init(environment: registration.environment, expiresAt: registration.expiresAt, registeredAt: registration.registeredAt)
         }
     }
 
@@ -171,15 +190,22 @@ public struct PartitionDispatcher: Sendable {
     enum Wake: Hashable, Sendable {
         case flush(ActivityID)
         case retry(ActivityID)
+        /// A retry of the audience start at this offset.
+        case retryStart(Int64)
     }
 
     public let partition: Int32
     public let configuration: Configuration
     private var coalescer: Coalescer
-    private var wakes = DeadlineQueue<Wake>()
+    var wakes = DeadlineQueue<Wake>()
     private var nextSweep: UnixTime?
-    private var deliveries: [ActivityID: ActivityDelivery] = [:]
+    var deliveries: [ActivityID: ActivityDelivery] = [:]
     private var registrations: [ActivityID: [DeviceToken: RegisteredToken]] = [:]
+    /// Push-to-start tokens by audience, then token.
+    var audiences: [AudienceKey: [DeviceToken: PushToStartToken]] = [:]
+    var budget: PushToStartBudget
+    /// Audience starts being sent, by their offset on `starts`.
+    var audienceDeliveries: [Int64: AudienceDelivery] = [:]
     private var trackers = OffsetTracker()
     private var acks: [UInt64: AckEffect] = [:]
     private var nextTicket: UInt64 = 1
@@ -192,8 +218,10 @@ public struct PartitionDispatcher: Sendable {
         self.partition = partition
         self.configuration = configuration
         self.coalescer = Coalescer(configuration: configuration.coalescer)
+        self.budget = PushToStartBudget(configuration: configuration.pushToStart)
         trackers.assign(Self.trackerPartition(.commands, partition))
         trackers.assign(Self.trackerPartition(.tokens, partition))
+        trackers.assign(Self.trackerPartition(.starts, partition))
     }
 
     static func trackerPartition(_ topic: InternalTopic, _ number: Int32) -> OffsetTracker.Partition {
@@ -224,6 +252,10 @@ public struct PartitionDispatcher: Sendable {
 
     /// A registration read back from `token-store`; a tombstone removes it.
     public mutating func restoreToken(key: String, value: [UInt8]?) {
+        if key.unicodeScalars.contains("\u{1E}") {
+            restorePushToStartToken(key: key, value: value)
+            return
+        }
         let parts = key.split(separator: "\u{1F}", maxSplits: 1)
         guard let value else {
             if parts.count == 2, let activity = try? ActivityID(String(parts[0])), let token = try? DeviceToken(hex: String(parts[1])) {
@@ -259,6 +291,7 @@ public struct PartitionDispatcher: Sendable {
             switch topic {
             case .commands: actions += command(record, now: now)
             case .tokens: actions += tokenRecord(record, now: now)
+            case .starts: actions += audienceStartRecord(record, now: now)
             case .state, .tokenStore, .deadLetters: break
             }
         }
@@ -283,7 +316,7 @@ public struct PartitionDispatcher: Sendable {
     /// A record of this partition of `commands`.
     public mutating func command(_ record: Record, now: UnixTime) -> [Action] {
         let parsed: ActivityCommand
-        switch accept(.commands, record, what: "command", now: now, parse: ActivityCommand.init(bytes:), activity: \.activityID) {
+        switch accept(.commands, record, what: "command", now: now, parse: ActivityCommand.init(bytes:), key: { ($0.activityID.rawValue, $0.activityID) }) {
         case .ready(let command): parsed = command
         case .handled(let actions): return actions
         }
@@ -297,8 +330,14 @@ public struct PartitionDispatcher: Sendable {
         case .scheduleFlush(let at):
             wakes.schedule(.flush(parsed.activityID), at: at)
             return []
-        case .flush(let flush):
-            return publish(flush, now: now)
+        case .flush(var flush):
+            guard parsed.event == .start, !parsed.audiences.isEmpty else { return publish(flush, now: now) }
+            let actions = startAudiences(parsed.audiences, flush.push)
+            // The devices started through their push-to-start tokens hold the
+            // activity: its update tokens are sent the state as an update.
+            flush.push.event = .update
+            flush.push.alert = nil
+            return actions + publish(flush, now: now)
         }
     }
 
@@ -309,11 +348,12 @@ public struct PartitionDispatcher: Sendable {
     }
 
     /// Takes a record into the offset tracker and reads its value; a record
-    /// that is not valid, or whose key is not its activity id (which would
-    /// put the activity in two partitions), becomes a dead letter.
-    private mutating func accept<Value>(
+    /// that is not valid, or whose key is not the one it must have (its
+    /// activity id or audience key; another would split them over two
+    /// partitions), becomes a dead letter.
+    mutating func accept<Value>(
         _ topic: InternalTopic, _ record: Record, what: String, now: UnixTime,
-        parse: ([UInt8]) throws(FieldError) -> Value, activity: (Value) -> ActivityID
+        parse: ([UInt8]) throws(FieldError) -> Value, key: (Value) -> (String, ActivityID?)
     ) -> Acceptance<Value> {
         if restoring {
             early.append((topic, record))
@@ -328,11 +368,12 @@ public struct PartitionDispatcher: Sendable {
             let problem = record.value == nil ? "empty record (tombstone)" : error.description
             return .handled(deadLetterRecord(topic, record, reason: reason, message: "\(what) at offset \(record.offset): \(problem)", activityID: nil, now: now))
         }
-        let activityID = activity(value)
-        if let key = record.keyText, key != activityID.rawValue {
+        let (expected, activityID) = key(value)
+        if let given = record.keyText, given != expected {
+            let field = activityID?.rawValue == expected ? "activity_id" : "audience"
             return .handled(deadLetterRecord(
                 topic, record, reason: .invalidCommand,
-                message: "record key \(key.debugDescription) is not the activity_id \(activityID.rawValue.debugDescription); \(topic.rawValue) records must be keyed by activity id",
+                message: "record key \(given.debugDescription) is not the \(field) \(expected.debugDescription); \(topic.rawValue) records must be keyed by \(field == "audience" ? "audience key" : "activity id")",
                 activityID: activityID, now: now))
         }
         return .ready(value)
@@ -341,8 +382,15 @@ public struct PartitionDispatcher: Sendable {
     /// A record of this partition of `tokens`.
     public mutating func tokenRecord(_ record: Record, now: UnixTime) -> [Action] {
         var registration: TokenRegistration
-        switch accept(.tokens, record, what: "token registration", now: now, parse: TokenRegistration.init(bytes:), activity: \.activityID) {
-        case .ready(let value): registration = value
+        let keyOf: (TokenRecord) -> (String, ActivityID?) = { parsed in
+            switch parsed {
+            case .update(let registration): (registration.activityID.rawValue, registration.activityID)
+            case .pushToStart(let registration): (registration.audience.rawValue, nil)
+            }
+        }
+        switch accept(.tokens, record, what: "token registration", now: now, parse: TokenRecord.init(bytes:), key: keyOf) {
+        case .ready(.update(let value)): registration = value
+        case .ready(.pushToStart(let value)): return pushToStartRecord(value, offset: record.offset, now: now)
         case .handled(let actions): return actions
         }
         let activity = registration.activityID
@@ -396,6 +444,7 @@ public struct PartitionDispatcher: Sendable {
             switch wake {
             case .flush(let activity): actions += flushTimer(for: activity, now: now)
             case .retry(let activity): actions += retryTimer(for: activity, now: now)
+            case .retryStart(let offset): actions += audienceStartTimer(offset, now: now)
             }
         }
         if let sweepAt = nextSweep, sweepAt <= now {
@@ -426,6 +475,9 @@ public struct PartitionDispatcher: Sendable {
     public mutating func sendCompleted(
         _ send: Send, outcome: FanOut.Outcome, now: UnixTime, jitter: Double
     ) -> [Action] {
+        if let offset = send.audienceStart {
+            return audienceStartSent(offset, send, outcome: outcome, now: now, jitter: jitter)
+        }
         guard var delivery = deliveries.removeValue(forKey: send.activityID) else { return [] }
         let fanOutActions = delivery.fanOut.completed(token: send.token, version: send.push.version, outcome: outcome, now: now, jitter: jitter)
         deliveries[send.activityID] = delivery
@@ -445,6 +497,11 @@ public struct PartitionDispatcher: Sendable {
             delivery.pendingAcks -= 1
             deliveries[activity] = delivery
             return delivery.pendingAcks == 0 ? finishCompletion(activity) : []
+        case .startRecorded(let offset, let token):
+            return startRecorded(offset, token, now: now)
+        case .audienceStartWrite(let offset):
+            audienceDeliveries[offset]?.pendingAcks -= 1
+            return finishAudienceStart(offset)
         case .nothing:
             return []
         }
@@ -486,7 +543,7 @@ public struct PartitionDispatcher: Sendable {
                 if !hasState { deliveries.removeValue(forKey: activity) }
             }
         }
-        return actions
+        return actions + sweepPushToStartTokens(now: now)
     }
 
     /// Flushes every held update now (graceful shutdown).
@@ -497,19 +554,19 @@ public struct PartitionDispatcher: Sendable {
     /// Whether nothing is held, in flight or unacknowledged.
     public var isIdle: Bool {
         trackers.outstanding == 0 && acks.isEmpty && coalescer.heldActivities.isEmpty
-            && deliveries.values.allSatisfy { $0.fanOut.isIdle && $0.flushes.isEmpty }
+            && deliveries.values.allSatisfy { $0.fanOut.isIdle && $0.flushes.isEmpty } && audienceDeliveries.isEmpty
     }
 
     // MARK: Internals
 
-    private mutating func issueTicket(_ effect: AckEffect) -> UInt64 {
+    mutating func issueTicket(_ effect: AckEffect) -> UInt64 {
         let ticket = nextTicket
         nextTicket += 1
         acks[ticket] = effect
         return ticket
     }
 
-    private mutating func complete(_ topic: InternalTopic, _ offsets: [Int64]) -> [Action] {
+    mutating func complete(_ topic: InternalTopic, _ offsets: [Int64]) -> [Action] {
         let tracked = Self.trackerPartition(topic, partition)
         var commit: OffsetTracker.Commit?
         for offset in offsets {
@@ -519,7 +576,7 @@ public struct PartitionDispatcher: Sendable {
         return [.commit(topic, offset: commit.offset)]
     }
 
-    private mutating func deadLetterRecord(
+    mutating func deadLetterRecord(
         _ topic: InternalTopic, _ record: Record, reason: DeadLetterReason, message: String, activityID: ActivityID?,
         details: [String: JSONValue] = [:], now: UnixTime
     ) -> [Action] {

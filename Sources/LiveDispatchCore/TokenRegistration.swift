@@ -12,10 +12,41 @@ public enum APNsEnvironment: String, Sendable, Hashable, CaseIterable {
     }
 }
 
+/// A registration that honours `expires_at`.
+public protocol Expiring {
+    /// After this time the registration no longer counts.
+    var expiresAt: UnixTime? { get }
+}
+
+extension Expiring {
+    /// Whether the registration has lapsed at `now`.
+    public func isExpired(at now: UnixTime) -> Bool {
+        guard let expiresAt else { return false }
+        return expiresAt <= now
+    }
+}
+
+/// Which token a registration on the `tokens` topic carries (`kind`).
+public enum TokenKind: String, Sendable, Hashable, CaseIterable {
+    /// A running activity's update token, registered under its activity id.
+    case update
+    /// The app's push-to-start token for one attributes type (iOS 17.2+),
+    /// registered in an audience.
+    case pushToStart = "push_to_start"
+
+    init(_ reader: FieldReader) throws(FieldError) {
+        let name = try reader.string("kind") ?? TokenKind.update.rawValue
+        guard let kind = TokenKind(rawValue: name) else {
+            throw FieldError(field: reader.name("kind"), message: "\(name.debugDescription) is not a token kind (expected update or push_to_start)")
+        }
+        self = kind
+    }
+}
+
 /// A device's update token for an activity, registered or unregistered by
 /// the app's backend on the `tokens` topic (key = activity id), and kept in
 /// the compacted `token-store` changelog.
-public struct TokenRegistration: Sendable, Hashable {
+public struct TokenRegistration: Sendable, Hashable, Expiring {
     public enum Action: String, Sendable, Hashable, CaseIterable {
         case register
         case unregister
@@ -45,9 +76,23 @@ public struct TokenRegistration: Sendable, Hashable {
 
     public init(json: JSONValue) throws(FieldError) {
         let reader = try FieldReader(json, what: "a token registration")
-        try reader.rejectUnknown(["activity_id", "token", "action", "environment", "expires_at", "registered_at"])
+        guard try TokenKind(reader) == .update else {
+            throw FieldError(field: "kind", message: "a push_to_start token is read as a PushToStartRegistration (it has an audience, not an activity id)")
+        }
+        for field in ["audience", "attributes_type"] where reader.fields[field] != nil {
+            throw FieldError(field: field, message: "belongs to a push_to_start token; an update token names only its activity_id")
+        }
+        try reader.rejectUnknown(["kind", "activity_id", "token", "action", "environment", "expires_at", "registered_at"])
         activityID = try reader.requiredActivityID("activity_id")
-        token = try reader.requiredToken("token")
+        (token, action, environment, expiresAt, registeredAt) = try Self.commonFields(reader)
+    }
+
+    /// The fields both kinds share: token, action, environment, expiry and
+    /// registration time.
+    static func commonFields(_ reader: FieldReader) throws(FieldError)
+        -> (DeviceToken, Action, APNsEnvironment, UnixTime?, UnixTime?)
+    {
+        let token = try reader.requiredToken("token")
         guard token.bytes.count >= DeviceToken.minBytes else {
             throw FieldError(
                 field: "token", message: "device token is \(token.bytes.count) bytes, shorter than \(DeviceToken.minBytes) (APNs tokens are at least 32 bytes)")
@@ -56,15 +101,24 @@ public struct TokenRegistration: Sendable, Hashable {
         guard let action = Action(rawValue: actionName) else {
             throw FieldError(field: "action", message: "\(actionName.debugDescription) is not an action (expected register or unregister)")
         }
-        self.action = action
         let environmentName = try reader.string("environment") ?? APNsEnvironment.production.rawValue
         guard let environment = APNsEnvironment(rawValue: environmentName) else {
             throw FieldError(
                 field: "environment", message: "\(environmentName.debugDescription) is not an environment (expected production or sandbox)")
         }
-        self.environment = environment
-        expiresAt = try reader.date("expires_at")
-        registeredAt = try reader.date("registered_at")
+        return (token, action, environment, try reader.date("expires_at"), try reader.date("registered_at"))
+    }
+
+    /// The JSON members both kinds share.
+    static func commonJSON(
+        token: DeviceToken, action: Action, environment: APNsEnvironment, expiresAt: UnixTime?, registeredAt: UnixTime?
+    ) -> [String: JSONValue] {
+        var fields: [String: JSONValue] = [
+            "token": .string(token.hex), "action": .string(action.rawValue), "environment": .string(environment.rawValue),
+        ]
+        if let expiresAt { fields["expires_at"] = .double(expiresAt.seconds) }
+        if let registeredAt { fields["registered_at"] = .double(registeredAt.seconds) }
+        return fields
     }
 
     public init(bytes: [UInt8]) throws(FieldError) {
@@ -72,19 +126,9 @@ public struct TokenRegistration: Sendable, Hashable {
     }
 
     public var json: JSONValue {
-        var fields: [String: JSONValue] = [
-            "activity_id": .string(activityID.rawValue), "token": .string(token.hex),
-            "action": .string(action.rawValue), "environment": .string(environment.rawValue),
-        ]
-        if let expiresAt { fields["expires_at"] = .double(expiresAt.seconds) }
-        if let registeredAt { fields["registered_at"] = .double(registeredAt.seconds) }
+        var fields = Self.commonJSON(token: token, action: action, environment: environment, expiresAt: expiresAt, registeredAt: registeredAt)
+        fields["activity_id"] = .string(activityID.rawValue)
         return .object(fields)
-    }
-
-    /// Whether the registration has lapsed at `now`.
-    public func isExpired(at now: UnixTime) -> Bool {
-        guard let expiresAt else { return false }
-        return expiresAt <= now
     }
 
     /// The `token-store` key: activity id, U+001F, token hex.
@@ -93,5 +137,107 @@ public struct TokenRegistration: Sendable, Hashable {
     /// The `token-store` key of `token` under `activity`.
     public static func storeKey(_ activity: ActivityID, _ token: DeviceToken) -> String {
         "\(activity.rawValue)\u{1F}\(token.hex)"
+    }
+}
+
+/// An app's push-to-start token for one `ActivityAttributes` type, in an
+/// audience chosen by the backend: a `start` addressed to the audience is
+/// sent to it (with `input-push-token: 1`). On the `tokens` topic its key is
+/// the audience key; in `token-store` it is kept under ``storeKey``.
+public struct PushToStartRegistration: Sendable, Hashable, Expiring {
+    public var audience: AudienceKey
+    /// The Swift type name of the app's `ActivityAttributes` the token starts.
+    public var attributesType: String
+    public var token: DeviceToken
+    public var action: TokenRegistration.Action
+    public var environment: APNsEnvironment
+    public var expiresAt: UnixTime?
+    public var registeredAt: UnixTime?
+
+    public init(
+        audience: AudienceKey, attributesType: String, token: DeviceToken, action: TokenRegistration.Action = .register,
+        environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil, registeredAt: UnixTime? = nil
+    ) {
+        self.audience = audience
+        self.attributesType = attributesType
+        self.token = token
+        self.action = action
+        self.environment = environment
+        self.expiresAt = expiresAt
+        self.registeredAt = registeredAt
+    }
+
+    static let fieldNames: Set<String> = [
+        "kind", "audience", "attributes_type", "token", "action", "environment", "expires_at", "registered_at",
+    ]
+
+    /// Reads a registration whose `kind` is `push_to_start`.
+    public init(json: JSONValue) throws(FieldError) {
+        let reader = try FieldReader(json, what: "a push-to-start token registration")
+        guard try TokenKind(reader) == .pushToStart else {
+            throw FieldError(field: "kind", message: "is not push_to_start")
+        }
+        if reader.fields["activity_id"] != nil {
+            throw FieldError(
+                field: "activity_id",
+                message: "a push_to_start token belongs to an audience, not an activity (after a start the device registers a new update token under the activity id)")
+        }
+        try reader.rejectUnknown(Self.fieldNames)
+        audience = try reader.requiredAudience("audience")
+        attributesType = try reader.requiredString("attributes_type")
+        guard !attributesType.isEmpty, attributesType.utf8.count <= 256 else {
+            throw FieldError(field: "attributes_type", message: "must be a Swift type name of 1 to 256 bytes")
+        }
+        (token, action, environment, expiresAt, registeredAt) = try TokenRegistration.commonFields(reader)
+    }
+
+    public var json: JSONValue {
+        var fields = TokenRegistration.commonJSON(token: token, action: action, environment: environment, expiresAt: expiresAt, registeredAt: registeredAt)
+        fields["kind"] = .string(TokenKind.pushToStart.rawValue)
+        fields["audience"] = .string(audience.rawValue)
+        fields["attributes_type"] = .string(attributesType)
+        return .object(fields)
+    }
+
+    /// The `token-store` key: audience, U+001E, token hex (U+001E, not an
+    /// update token's U+001F, so an audience and an activity of one name
+    /// never share a key).
+    public var storeKey: String { Self.storeKey(audience, token) }
+
+    public static func storeKey(_ audience: AudienceKey, _ token: DeviceToken) -> String {
+        "\(audience.rawValue)\u{1E}\(token.hex)"
+    }
+}
+
+/// A record of the `tokens` topic: an update token or a push-to-start token,
+/// told apart by `kind` (default `update`).
+public enum TokenRecord: Sendable, Hashable {
+    case update(TokenRegistration)
+    case pushToStart(PushToStartRegistration)
+
+    public init(json: JSONValue) throws(FieldError) {
+        switch try TokenKind(FieldReader(json, what: "a token registration")) {
+        case .update: self = .update(try TokenRegistration(json: json))
+        case .pushToStart: self = .pushToStart(try PushToStartRegistration(json: json))
+        }
+    }
+
+    public init(bytes: [UInt8]) throws(FieldError) {
+        try self.init(json: try FieldReader.parse(bytes))
+    }
+
+    /// The Kafka key the record must have: the activity id or the audience key.
+    public var key: String {
+        switch self {
+        case .update(let registration): registration.activityID.rawValue
+        case .pushToStart(let registration): registration.audience.rawValue
+        }
+    }
+
+    public var json: JSONValue {
+        switch self {
+        case .update(let registration): registration.json
+        case .pushToStart(let registration): registration.json
+        }
     }
 }

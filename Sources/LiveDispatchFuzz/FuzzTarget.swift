@@ -12,7 +12,7 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     case json
     /// Command decoding, then the coalescer and the APNs payload encoder.
     case command
-    /// Token-registration decoding.
+    /// Token-registration (both kinds) and audience-start decoding.
     case registration
     /// The expression parser, compiler, evaluator and explainer; templates.
     case expression
@@ -44,8 +44,12 @@ enum FuzzTarget: String, CaseIterable, Sendable {
             _ = coalescer.receive(command, offset: 0, recordTime: Self.now, now: Self.now)
             for flush in coalescer.flushAll(now: Self.now) { _ = try? APNsPayload.encode(flush.push) }
         case .registration:
-            guard let registration = try? TokenRegistration(bytes: bytes) else { return }
-            precondition((try? TokenRegistration(json: registration.json)) != nil, "a decoded registration does not decode again")
+            // The same bytes as an audience start (the `starts` topic's decoder).
+            if let start = try? AudienceStart(bytes: bytes) {
+                precondition((try? AudienceStart(json: start.json)) != nil, "a decoded audience start does not decode again")
+            }
+            guard let record = try? TokenRecord(bytes: bytes) else { return }
+            precondition((try? TokenRecord(json: record.json)) != nil, "a decoded registration does not decode again")
         case .expression:
             let event = (try? JSONValue.parse(Array(#"{"a": 1, "s": "Ab", "l": [1, 2], "m": {"x": null}, "d": 1.5}"#.utf8))) ?? .null
             RuleSet.fuzzExpression(String(decoding: bytes, as: UTF8.self), event: event)

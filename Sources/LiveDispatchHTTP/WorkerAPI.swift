@@ -140,17 +140,25 @@ struct WorkerAPI: APIProtocol {
 
     /// Reads a registration with the `tokens` topic's decoder and produces it.
     func submit(registration json: JSONValue, inParameters: Bool = false) async -> Outcome<Components.Schemas.TokenAccepted> {
-        let registration: TokenRegistration
+        let record: TokenRecord
         do {
-            registration = try TokenRegistration(json: json)
+            record = try TokenRecord(json: json)
         } catch {
             let pointer = inParameters ? "#/parameters/\(error.field)" : JSONPointer.make(error.field.split(separator: ".").map(String.init))
             return .invalid(.invalid("the request is not valid", problems: [.init(pointer: error.field.isEmpty ? "" : pointer, message: error.message)]))
         }
-        if let failure = await send(topics.tokens, key: registration.activityID.rawValue, value: registration.json) { return .unavailable(failure) }
-        return .accepted(.init(
-            activityId: registration.activityID.rawValue, token: registration.token.hex,
-            action: registration.action == .register ? .register : .unregister))
+        // Key: the activity id, or the audience key of a push-to-start token.
+        if let failure = await send(topics.tokens, key: record.key, value: record.json) { return .unavailable(failure) }
+        return switch record {
+        case .update(let registration):
+            .accepted(.init(
+                activityId: registration.activityID.rawValue, token: registration.token.hex,
+                action: registration.action == .register ? .register : .unregister))
+        case .pushToStart(let registration):
+            .accepted(.init(
+                audience: registration.audience.rawValue, token: registration.token.hex,
+                action: registration.action == .register ? .register : .unregister))
+        }
     }
 
     // MARK: Helpers
@@ -188,7 +196,10 @@ struct WorkerAPI: APIProtocol {
     /// A decoder's field error as a problem: body fields as JSON pointers,
     /// the path's activity id and the idempotency key as parameters.
     static func problem(_ error: FieldError, notification: Bool) -> Components.Schemas.Problem {
-        var components = error.field.split(separator: ".").map(String.init)
+        // `audiences[1]` is the pointer `/audiences/1`.
+        var components = error.field.split(separator: ".").flatMap { part in
+            part.split(separator: "[").map { $0.hasSuffix("]") ? String($0.dropLast()) : String($0) }
+        }
         switch components.first {
         case "activity_id": return .init(pointer: "#/parameters/activity_id", message: error.message)
         case "id": return .init(pointer: "#/parameters/Idempotency-Key", message: error.message)

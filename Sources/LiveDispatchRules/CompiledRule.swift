@@ -61,6 +61,8 @@ final class CompiledRule: Sendable {
     let relevanceScore: CompiledExpression?
     let timestamp: CompiledExpression?
     let attributes: [FieldAssignment]?
+    /// For a start: the audiences whose push-to-start tokens it is sent to.
+    let audiences: [Template]
 
     /// Longest list `for_each` walks; a longer one is an error, not a flood.
     static let maxForEach = 1000
@@ -76,7 +78,7 @@ final class CompiledRule: Sendable {
         activityID: Template, activityType: String, event: ActivityEvent, set: [FieldAssignment], unset: [String],
         replaceState: Bool, priority: PrioritySpecification?, alert: AlertTemplates?, stale: DateSpecification?,
         dismissal: DateSpecification?, relevanceScore: CompiledExpression?, timestamp: CompiledExpression?,
-        attributes: [FieldAssignment]?
+        attributes: [FieldAssignment]?, audiences: [Template] = []
     ) {
         self.name = name
         self.topics = topics
@@ -96,6 +98,7 @@ final class CompiledRule: Sendable {
         self.relevanceScore = relevanceScore
         self.timestamp = timestamp
         self.attributes = attributes
+        self.audiences = audiences
         guardCondition = when.flatMap { Self.guardCondition($0.syntax) }
     }
 

@@ -50,6 +50,10 @@ public enum RuleFileSchema {
                 "timestamp": ["$ref": "#/$defs/expression"],
                 "for_each": ["description": "A list expression; one command per element, seen as item and index.", "$ref": "#/$defs/expression"],
                 "attributes": ["$ref": "#/$defs/assignments"],
+                "audiences": [
+                    "description": "For a start: audience keys (templates) whose push-to-start tokens are sent the start.",
+                    "type": "array", "minItems": 1, "maxItems": 100, "items": ["$ref": "#/$defs/template"],
+                ],
             ],
         ]
         return [

@@ -15,7 +15,7 @@ struct RuleLoader: Sendable {
     static let ruleKeys = [
         "name", "description", "topic", "when", "activity_id", "activity_type", "event", "set", "unset", "replace_state",
         "priority", "alert", "stale_after", "stale_date", "dismiss_after", "dismissal_date", "relevance_score",
-        "timestamp", "for_each", "attributes",
+        "timestamp", "for_each", "attributes", "audiences",
     ]
     static let alertKeys = ["title", "body", "sound"]
 
@@ -356,12 +356,29 @@ struct RuleBuilder {
             }
         }
 
+        var audiences: [Template] = []
+        if let audiencesNode = node["audiences"] {
+            if event != .start {
+                problem(audiencesNode, "audiences are only for a start", expected: "event: start, or no audiences")
+            } else if let elements = audiencesNode.elements, !elements.isEmpty, elements.count <= ActivityCommand.maxAudiences {
+                for (index, element) in elements.enumerated() {
+                    guard let compiled = template(element, "audiences[\(index)]") else { continue }
+                    if let constant = compiled.constant, (try? AudienceKey(constant)) == nil {
+                        problem(element, "audiences[\(index)] is not an audience key", expected: "1 to 256 bytes without control characters")
+                    }
+                    audiences.append(compiled)
+                }
+            } else {
+                problem(audiencesNode, "audiences is \(audiencesNode.kindName)", expected: "a list of 1 to \(ActivityCommand.maxAudiences) audience key templates such as \"followers:{{ event.home_team }}\"")
+            }
+        }
+
         guard let activityID, let activityType else { return nil }
         return CompiledRule(
             name: name, topics: topics, location: source.location(node), when: when, forEach: forEach, activityID: activityID,
             activityType: activityType.name, event: event, set: set, unset: unset, replaceState: replaceState, priority: priority,
             alert: alert, stale: stale, dismissal: dismissal, relevanceScore: relevance, timestamp: timestamp,
-            attributes: attributes ?? (event == .start ? [] : nil))
+            attributes: attributes ?? (event == .start ? [] : nil), audiences: audiences)
     }
 
     mutating func checkKeys(_ pairs: [(key: YAMLNode, value: YAMLNode)], allowed: [String], context: String) {

@@ -384,13 +384,22 @@ extension CompiledRule {
         }
         var attributesJSON: JSONValue?
         if let attributes { attributesJSON = .object(try Self.build(attributes, context, path: "attributes")) }
+        var audienceKeys: [AudienceKey] = []
+        for (index, audience) in audiences.enumerated() {
+            let text = try audience.render(context, field: "audiences[\(index)]")
+            do {
+                audienceKeys.append(try AudienceKey(text))
+            } catch {
+                throw EvaluationFailure("audiences[\(index)]: \(error.message)")
+            }
+        }
         let command = ActivityCommand(
             activityID: id, event: event, contentState: contentState, replaceState: replaceState,
             timestamp: UnixTime(seconds: time), priority: pushPriority,
             staleDate: try resolve(stale, from: time, context, field: "stale_date"),
             dismissalDate: try resolve(dismissal, from: time, context, field: "dismissal_date"),
             relevanceScore: relevance, alert: activityAlert,
-            attributesType: event == .start ? activityType : nil, attributes: attributesJSON,
+            attributesType: event == .start ? activityType : nil, attributes: attributesJSON, audiences: audienceKeys,
             source: CommandSource(topic: record.topic, partition: record.partition, offset: record.offset, rule: name))
         do {
             try command.validate()

@@ -229,8 +229,8 @@ public final class Worker: Sendable {
         try await checkPartitions(configuration, admin: admin)
     }
 
-    /// Refuses to start unless `commands`, `tokens`, `state` and
-    /// `token-store` exist with one partition count.
+    /// Refuses to start unless `commands`, `tokens`, `state`,
+    /// `token-store` and `starts` exist with one partition count.
     static func checkPartitions(_ configuration: WorkerConfiguration, admin: KafkaAdmin) async throws {
         var counts: [String: Int] = [:]
         var attempt = 0
@@ -245,13 +245,13 @@ public final class Worker: Sendable {
         let missing = InternalTopic.allCases.map { configuration.topic($0) }.filter { counts[$0] == nil }
         if !missing.isEmpty {
             throw WorkerStartError(
-                "topics \(missing.joined(separator: ", ")) do not exist; create them (commands, tokens, state and token-store with the same partition count; state and token-store compacted) or set kafka.create_topics: true")
+                "topics \(missing.joined(separator: ", ")) do not exist; create them (commands, tokens, state, token-store and starts with the same partition count; state and token-store compacted) or set kafka.create_topics: true")
         }
         let distinct = Set(coPartitioned.compactMap { counts[$0] })
         if distinct.count > 1 {
             let listing = coPartitioned.map { "\($0) has \(counts[$0] ?? 0)" }.joined(separator: ", ")
             throw WorkerStartError(
-                "the co-partitioned topics must have the same number of partitions, but \(listing); recreate them with one count so every activity's commands, tokens and state meet in one partition")
+                "the co-partitioned topics must have the same number of partitions, but \(listing); recreate them with one count so every activity's commands, tokens and state, and every audience's tokens and starts, meet in one partition")
         }
     }
 

@@ -108,6 +108,25 @@ struct APNsRequestRulesTests {
         #expect(evaluate(try request(body: padded)).isAccepted)
     }
 
+    @Test("a start needs content-state, attributes-type, attributes and an alert; input-push-token is 1")
+    func starts() throws {
+        let full = #"{"aps":{"event":"start","timestamp":1,"content-state":{"s":1},"attributes-type":"T","attributes":{"a":1},"alert":{"title":"t","body":"b"},"input-push-token":1}}"#
+        #expect(evaluate(try request(body: Array(full.utf8))).isAccepted)
+        let broken = [
+            full.replacingOccurrences(of: #""attributes-type":"T","#, with: ""),
+            full.replacingOccurrences(of: #""attributes":{"a":1},"#, with: ""),
+            full.replacingOccurrences(of: #","alert":{"title":"t","body":"b"}"#, with: ""),
+            full.replacingOccurrences(of: #""content-state":{"s":1},"#, with: ""),
+            full.replacingOccurrences(of: #""input-push-token":1"#, with: #""input-push-token":2"#),
+            full.replacingOccurrences(of: #""attributes-type":"T""#, with: #""attributes-type":"""#),
+        ]
+        for body in broken {
+            #expect(evaluate(try request(body: Array(body.utf8))).response == SimulatedResponse(status: 400, reason: "BadPayload"), "\(body)")
+        }
+        let update = #"{"aps":{"event":"update","timestamp":1,"content-state":{"s":1}}}"#
+        #expect(evaluate(try request(body: Array(update.utf8))).isAccepted, "an update needs none of them")
+    }
+
     @Test("a provider token older than an hour is refused ExpiredProviderToken")
     func expiredToken() throws {
         let old = "bearer \(try TestProviderToken.make(key: key, issuedAt: Self.now - 3601))"

@@ -15,6 +15,13 @@ struct RealBrokerEndToEndTests {
         "feedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedface",
     ]
     static let deliveryToken = "d311e7e5d311e7e5d311e7e5d311e7e5d311e7e5d311e7e5d311e7e5d311e7e5"
+    /// The fans' push-to-start tokens and the update tokens their devices register after the start (`fans-push-to-start.jsonl`).
+    static let fanPushToStartTokens = [
+        "f0f0f0f01111222233334444555566667777888899990000aaaabbbbccccdddd", "f1f1f1f1aaaabbbbccccddddeeeeffff0000111122223333444455556666777f",
+    ]
+    static let fanUpdateTokens = [
+        "e0e0e0e0123412341234123412341234123412341234123412341234123412e0", "e1e1e1e1567856785678567856785678567856785678567856785678567856e1",
+    ]
 
     @Test("the demo's replay: every device ends with the final state, the late goal is dead-lettered, the dashboard's metrics are served")
     func replay() async throws {
@@ -30,7 +37,19 @@ struct RealBrokerEndToEndTests {
         }
         let byToken = try await waitFor("the end push to every device") {
             let byToken = RealBrokerStack.pushesByToken(record)
-            return (Self.owlTokens + [Self.deliveryToken]).allSatisfy { byToken[$0]?.last?.event == "end" } ? byToken : nil
+            return (Self.owlTokens + [Self.deliveryToken] + Self.fanUpdateTokens).allSatisfy { byToken[$0]?.last?.event == "end" } ? byToken : nil
+        }
+        // Push-to-start: one start per fan (the repeated start is not sent again), then the match on the new update tokens.
+        for fan in Self.fanPushToStartTokens {
+            let pushes = byToken[fan] ?? []
+            #expect(pushes.map(\.event) == ["start"], "\(fan.prefix(8)): \(pushes.map(\.event))")
+            #expect(pushes.first?.aps["input-push-token"] == 1)
+            #expect(pushes.first?.aps["attributes"]?["teamTwoName"] == "Ravens")
+        }
+        for device in Self.fanUpdateTokens {
+            let pushes = byToken[device] ?? []
+            #expect(!pushes.contains { $0.event == "start" }, "an update token is never sent a start")
+            #expect(pushes.contains { $0.contentState["lastScorer"] == "Ada" && $0.event == "update" })
         }
         for device in Self.owlTokens {
             let end = try #require(byToken[device]?.last)

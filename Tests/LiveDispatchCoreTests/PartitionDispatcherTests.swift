@@ -68,8 +68,14 @@ struct DispatcherHarness {
 
     mutating func token(_ offset: Int64, _ json: String) {
         let value = Array(json.utf8)
-        let activity = (try? TokenRegistration(bytes: value))?.activityID.rawValue ?? ""
-        run(dispatcher.tokenRecord(.init(offset: offset, key: Array(activity.utf8), value: value, timestamp: now), now: now))
+        let key = (try? TokenRecord(bytes: value))?.key ?? ""
+        run(dispatcher.tokenRecord(.init(offset: offset, key: Array(key.utf8), value: value, timestamp: now), now: now))
+    }
+
+    /// Feeds a record of `starts` as Kafka would deliver it (key: its audience).
+    mutating func audienceStart(_ offset: Int64, _ value: [UInt8]) {
+        let key = (try? AudienceStart(bytes: value))?.audience.rawValue ?? ""
+        run(dispatcher.audienceStartRecord(.init(offset: offset, key: Array(key.utf8), value: value, timestamp: now), now: now))
     }
 
     func produced(on topic: InternalTopic) -> [PartitionDispatcher.Produce] { produced.filter { $0.topic == topic } }

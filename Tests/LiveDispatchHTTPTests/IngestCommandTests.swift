@@ -5,6 +5,11 @@ import LiveDispatchRules
 import Synchronization
 import Testing
 
+/// What a test's `WorkerAPI` produced: topic, key, value.
+final class ProducedRecords: Sendable {
+    let produced = Mutex<[(String, [UInt8], [UInt8])]>([])
+}
+
 @Suite("Ingest API: requests to commands")
 struct IngestCommandTests {
     typealias Update = Components.Schemas.UpdateRequest
@@ -62,6 +67,52 @@ struct IngestCommandTests {
         #expect(made.attributesType == "DeliveryAttributes")
     }
 
+    @Test("a start names its audiences; a bad one is pointed at by its index")
+    func startAudiences() throws {
+        func start(_ audiences: [String]) throws -> Components.Schemas.StartRequest {
+            Components.Schemas.StartRequest(
+                contentState: try .init(unvalidatedValue: ["teamOneScore": 0]), alert: .init(title: "Kick-off", body: "Owls v Hawks"),
+                attributesType: "SportsActivityAttributes", attributes: try .init(unvalidatedValue: ["teamOneName": "Owls"]),
+                audiences: audiences)
+        }
+        let made = try command(try start(["user-1", "followers:owls"]), event: .start).get()
+        #expect(made.audiences.map(\.rawValue) == ["user-1", "followers:owls"])
+        #expect(problems(command(try start(["user-1", ""]), event: .start)) == ["/audiences/1"])
+        #expect(problems(command(try start(["user-1", "user-1"]), event: .start)) == ["/audiences"])
+    }
+
+    @Test("a push-to-start token is produced to tokens under its audience key")
+    func pushToStartToken() async throws {
+        let rules = try ExplainRulesTests.shippedRules()
+        let records = ProducedRecords()
+        let api = WorkerAPI(
+            topics: .init(commands: "c", tokens: "livedispatch.tokens", state: "s", tokenStore: "ts", deadLetters: "d"),
+            produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
+        let hex = String(repeating: "ab", count: 32)
+        let body = Components.Schemas.TokenRequest(kind: .pushToStart, audience: "followers:owls", attributesType: "SportsActivityAttributes", token: hex)
+        guard case .object(var fields) = WorkerAPI.encoded(body) else {
+            Issue.record("the body must encode as an object")
+            return
+        }
+        fields["action"] = "register"
+        guard case .accepted(let accepted) = await api.submit(registration: .object(fields)) else {
+            Issue.record("a push-to-start registration must be accepted")
+            return
+        }
+        #expect(accepted.audience == "followers:owls" && accepted.activityId == nil && accepted.token == hex)
+        let record = try #require(records.produced.withLock { $0.first })
+        #expect(record.0 == "livedispatch.tokens")
+        #expect(record.1 == Array("followers:owls".utf8))
+        #expect(try TokenRecord(bytes: record.2) == .pushToStart(PushToStartRegistration(
+            audience: try AudienceKey("followers:owls"), attributesType: "SportsActivityAttributes", token: try DeviceToken(hex: hex))))
+        fields["activity_id"] = "match-1"
+        guard case .invalid(let error) = await api.submit(registration: .object(fields)) else {
+            Issue.record("a push-to-start token with an activity id must be refused")
+            return
+        }
+        #expect(error.problems.map(\.pointer) == ["/activity_id"])
+    }
+
     @Test("JSON pointers escape ~ and /")
     func pointers() {
         #expect(JSONPointer.make(["a/b", "c~d"]) == "/a~1b/c~0d")
@@ -71,10 +122,7 @@ struct IngestCommandTests {
     @Test("an accepted command is produced to the commands topic under its activity id, once acknowledged")
     func produced() async throws {
         let rules = try ExplainRulesTests.shippedRules()
-        final class Records: Sendable {
-            let produced = Mutex<[(String, [UInt8], [UInt8])]>([])
-        }
-        let records = Records()
+        let records = ProducedRecords()
         let api = WorkerAPI(
             topics: .init(commands: "livedispatch.commands", tokens: "livedispatch.tokens", state: "s", tokenStore: "ts", deadLetters: "d"),
             produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id-1" }, rules: { rules }, readTopic: { _, _, _ in })

@@ -332,6 +332,10 @@ extension Components {
             internal var inputPushToken: Swift.Bool?
             /// - Remark: Generated from `#/components/schemas/StartRequest/input_push_channel`.
             internal var inputPushChannel: Swift.String?
+            /// Audience keys whose push-to-start tokens of `attributes_type` are sent the start (with `input-push-token`).
+            ///
+            /// - Remark: Generated from `#/components/schemas/StartRequest/audiences`.
+            internal var audiences: [Swift.String]?
             /// Creates a new `StartRequest`.
             ///
             /// - Parameters:
@@ -347,6 +351,7 @@ extension Components {
             ///   - attributes:
             ///   - inputPushToken:
             ///   - inputPushChannel:
+            ///   - audiences: Audience keys whose push-to-start tokens of `attributes_type` are sent the start (with `input-push-token`).
             internal init(
                 contentState: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
                 timestamp: Components.Schemas.Date? = nil,
@@ -359,7 +364,8 @@ extension Components {
                 attributesType: Swift.String? = nil,
                 attributes: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
                 inputPushToken: Swift.Bool? = nil,
-                inputPushChannel: Swift.String? = nil
+                inputPushChannel: Swift.String? = nil,
+                audiences: [Swift.String]? = nil
             ) {
                 self.contentState = contentState
                 self.timestamp = timestamp
@@ -373,6 +379,7 @@ extension Components {
                 self.attributes = attributes
                 self.inputPushToken = inputPushToken
                 self.inputPushChannel = inputPushChannel
+                self.audiences = audiences
             }
             internal enum CodingKeys: String, CodingKey {
                 case contentState = "content_state"
@@ -387,6 +394,7 @@ extension Components {
                 case attributes
                 case inputPushToken = "input_push_token"
                 case inputPushChannel = "input_push_channel"
+                case audiences
             }
             internal init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -438,6 +446,10 @@ extension Components {
                     Swift.String.self,
                     forKey: .inputPushChannel
                 )
+                self.audiences = try container.decodeIfPresent(
+                    [Swift.String].self,
+                    forKey: .audiences
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "content_state",
                     "timestamp",
@@ -450,14 +462,32 @@ extension Components {
                     "attributes_type",
                     "attributes",
                     "input_push_token",
-                    "input_push_channel"
+                    "input_push_channel",
+                    "audiences"
                 ])
             }
         }
+        /// An update token (`kind` update, the default) names its `activity_id`; a push-to-start token (`kind` push_to_start) names its `audience` and `attributes_type` instead.
+        ///
         /// - Remark: Generated from `#/components/schemas/TokenRequest`.
         internal struct TokenRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TokenRequest/kind`.
+            internal enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case update = "update"
+                case pushToStart = "push_to_start"
+            }
+            /// - Remark: Generated from `#/components/schemas/TokenRequest/kind`.
+            internal var kind: Components.Schemas.TokenRequest.KindPayload?
             /// - Remark: Generated from `#/components/schemas/TokenRequest/activity_id`.
-            internal var activityId: Components.Schemas.ActivityID
+            internal var activityId: Components.Schemas.ActivityID?
+            /// The audience key a push-to-start token is registered in (a user id, "followers:owls").
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenRequest/audience`.
+            internal var audience: Swift.String?
+            /// The `ActivityAttributes` type a push-to-start token starts.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenRequest/attributes_type`.
+            internal var attributesType: Swift.String?
             /// - Remark: Generated from `#/components/schemas/TokenRequest/token`.
             internal var token: Components.Schemas.DeviceToken
             /// - Remark: Generated from `#/components/schemas/TokenRequest/environment`.
@@ -467,32 +497,56 @@ extension Components {
             /// Creates a new `TokenRequest`.
             ///
             /// - Parameters:
+            ///   - kind:
             ///   - activityId:
+            ///   - audience: The audience key a push-to-start token is registered in (a user id, "followers:owls").
+            ///   - attributesType: The `ActivityAttributes` type a push-to-start token starts.
             ///   - token:
             ///   - environment:
             ///   - expiresAt:
             internal init(
-                activityId: Components.Schemas.ActivityID,
+                kind: Components.Schemas.TokenRequest.KindPayload? = nil,
+                activityId: Components.Schemas.ActivityID? = nil,
+                audience: Swift.String? = nil,
+                attributesType: Swift.String? = nil,
                 token: Components.Schemas.DeviceToken,
                 environment: Components.Schemas.Environment? = nil,
                 expiresAt: Components.Schemas.Date? = nil
             ) {
+                self.kind = kind
                 self.activityId = activityId
+                self.audience = audience
+                self.attributesType = attributesType
                 self.token = token
                 self.environment = environment
                 self.expiresAt = expiresAt
             }
             internal enum CodingKeys: String, CodingKey {
+                case kind
                 case activityId = "activity_id"
+                case audience
+                case attributesType = "attributes_type"
                 case token
                 case environment
                 case expiresAt = "expires_at"
             }
             internal init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
-                self.activityId = try container.decode(
+                self.kind = try container.decodeIfPresent(
+                    Components.Schemas.TokenRequest.KindPayload.self,
+                    forKey: .kind
+                )
+                self.activityId = try container.decodeIfPresent(
                     Components.Schemas.ActivityID.self,
                     forKey: .activityId
+                )
+                self.audience = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .audience
+                )
+                self.attributesType = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .attributesType
                 )
                 self.token = try container.decode(
                     Components.Schemas.DeviceToken.self,
@@ -507,7 +561,10 @@ extension Components {
                     forKey: .expiresAt
                 )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "kind",
                     "activity_id",
+                    "audience",
+                    "attributes_type",
                     "token",
                     "environment",
                     "expires_at"
@@ -914,7 +971,9 @@ extension Components {
         /// - Remark: Generated from `#/components/schemas/TokenAccepted`.
         internal struct TokenAccepted: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/TokenAccepted/activity_id`.
-            internal var activityId: Swift.String
+            internal var activityId: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/TokenAccepted/audience`.
+            internal var audience: Swift.String?
             /// - Remark: Generated from `#/components/schemas/TokenAccepted/token`.
             internal var token: Swift.String
             /// - Remark: Generated from `#/components/schemas/TokenAccepted/action`.
@@ -928,19 +987,23 @@ extension Components {
             ///
             /// - Parameters:
             ///   - activityId:
+            ///   - audience:
             ///   - token:
             ///   - action:
             internal init(
-                activityId: Swift.String,
+                activityId: Swift.String? = nil,
+                audience: Swift.String? = nil,
                 token: Swift.String,
                 action: Components.Schemas.TokenAccepted.ActionPayload
             ) {
                 self.activityId = activityId
+                self.audience = audience
                 self.token = token
                 self.action = action
             }
             internal enum CodingKeys: String, CodingKey {
                 case activityId = "activity_id"
+                case audience
                 case token
                 case action
             }

@@ -94,6 +94,12 @@ public struct WorkerConfiguration: Sendable, Hashable {
         public var maxInFlightPerActivity = 256
     }
 
+    public struct PushToStart: Sendable, Hashable {
+        /// Starts one push-to-start token may be sent in any sliding hour;
+        /// more are dead-lettered `start-rate-limited`.
+        public var maxStartsPerHour = 10
+    }
+
     public struct Admin: Sendable, Hashable {
         /// `host:port` of the worker's HTTP server (health, metrics, status,
         /// the ingest API); empty turns it off. Its limits and keys are `http.*`.
@@ -115,6 +121,7 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var retry = Retry()
     public var backpressure = Backpressure()
     public var limits = Limits()
+    public var pushToStart = PushToStart()
     public var admin = Admin()
     public var http = HTTP()
     public var shutdown = Shutdown()
@@ -153,6 +160,7 @@ public struct WorkerConfiguration: Sendable, Hashable {
     /// What one partition's ``PartitionDispatcher`` is configured with.
     public var partitionDispatcher: PartitionDispatcher.Configuration {
         PartitionDispatcher.Configuration(
-            coalescer: coalescer, fanOut: fanOut, defaultEnvironment: apns.environment, topicPrefix: kafka.topicPrefix)
+            coalescer: coalescer, fanOut: fanOut, defaultEnvironment: apns.environment, topicPrefix: kafka.topicPrefix,
+            pushToStart: PushToStartBudget.Configuration(maxStartsPerHour: pushToStart.maxStartsPerHour))
     }
 }

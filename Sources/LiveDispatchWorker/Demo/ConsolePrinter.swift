@@ -39,6 +39,15 @@ public final class ConsolePrinter: Sendable {
             write("\(elapsed)  ↓ \(activity) push v\(version) at priority \(to) instead of \(from): the hour's priority-10 budget is spent")
         case .duplicateCommand(let activity, let commandID):
             write("\(elapsed)  ↺ \(activity): command \(commandID.debugDescription) was applied before; acknowledged, not applied")
+        case .audienceStarted(let activity, let audience, let delivered, let alreadyStarted):
+            var parts: [String] = []
+            if !delivered.isEmpty {
+                let tokens = delivered.map { String($0.hex.prefix(8)) + "…" }.joined(separator: ", ")
+                parts.append("started on \(delivered.count) push-to-start token\(delivered.count == 1 ? "" : "s") (\(tokens))")
+            }
+            if alreadyStarted > 0 { parts.append("\(alreadyStarted) already started, not started again") }
+            if parts.isEmpty { parts.append("no push-to-start token of its type") }
+            write("\(elapsed)  ▶ \(activity) → audience \(audience): \(parts.joined(separator: "; "))")
         }
     }
 
@@ -51,7 +60,8 @@ public final class ConsolePrinter: Sendable {
         case .internalTopic(let topic):
             let action = step.value["action"]?.stringValue ?? "register"
             let token = step.value["token"]?.stringValue.map { String($0.prefix(8)) + "…" } ?? ""
-            what = topic == .tokens ? "token \(action) \(token)" : "record \(topic.rawValue)"
+            let kind = step.value["kind"]?.stringValue == TokenKind.pushToStart.rawValue ? "push-to-start token" : "token"
+            what = topic == .tokens ? "\(kind) \(action) \(token)" : "record \(topic.rawValue)"
         }
         write("\(elapsed)  → \(what) (key \(step.key ?? "none"))")
     }

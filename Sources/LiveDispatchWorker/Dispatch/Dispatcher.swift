@@ -8,8 +8,8 @@ import NIOPosix
 import ServiceLifecycle
 import Synchronization
 
-/// The dispatcher stage: consumes the co-partitioned `commands` and `tokens`
-/// topics in the worker group and, for each assigned partition number,
+/// The dispatcher stage: consumes the co-partitioned `commands`, `tokens`
+/// and `starts` topics in the worker group and, for each assigned partition number,
 /// restores its `state` and `token-store` changelogs, then runs a
 /// ``PartitionDispatcher`` over its records through a ``PartitionRunner``,
 /// sending pushes through the APNs pools and writing snapshots, token
@@ -80,7 +80,7 @@ public final class Dispatcher: Service, Sendable {
         consumerConfiguration.client.properties = WorkerConfiguration.lowLatencyConsumerProperties.merging(client.properties) { _, given in given }
         self.consumer = try KafkaConsumer(
             configuration: consumerConfiguration,
-            topics: [configuration.topic(.commands), configuration.topic(.tokens)], logger: logger)
+            topics: [configuration.topic(.commands), configuration.topic(.tokens), configuration.topic(.starts)], logger: logger)
         self.producer = producer
         self.reader = KafkaPartitionReader(configuration: client, logger: logger)
         self.sender = sender
@@ -166,14 +166,22 @@ public final class Dispatcher: Service, Sendable {
             logger.info("Partitions revoked", metadata: ["kafka.partitions": "\(numbers.sorted())", "kafka.lost": "\(lost)"])
             reportPartitions()
         case .record(let record):
-            let isCommand = record.topic == configuration.topic(.commands)
-            metrics.recordConsumed(isCommand ? "commands" : "tokens")
+            let topic: InternalTopic = switch record.topic {
+            case configuration.topic(.commands): .commands
+            case configuration.topic(.starts): .starts
+            default: .tokens
+            }
+            metrics.recordConsumed(topic.rawValue)
             guard let runner = runner(record.partition) else { return }
             runner.apply { machine, now in
                 let input = PartitionDispatcher.Record(
                     offset: record.offset, key: record.key, value: record.value,
                     timestamp: record.timestampMilliseconds.map { UnixTime(seconds: Double($0) / 1000) } ?? now)
-                return isCommand ? machine.command(input, now: now) : machine.tokenRecord(input, now: now)
+                return switch topic {
+                case .commands: machine.command(input, now: now)
+                case .starts: machine.audienceStartRecord(input, now: now)
+                case .tokens, .state, .tokenStore, .deadLetters: machine.tokenRecord(input, now: now)
+                }
             }
         }
     }
@@ -223,8 +231,7 @@ public final class Dispatcher: Service, Sendable {
     }
 
     private func coPartitions(_ number: Int32) -> [TopicPartition] {
-        [TopicPartition(topic: configuration.topic(.commands), partition: number),
-         TopicPartition(topic: configuration.topic(.tokens), partition: number)]
+        [.commands, .tokens, .starts].map { TopicPartition(topic: configuration.topic($0), partition: number) }
     }
 
     /// Reads the partition's `state` and `token-store` changelogs to their end, then lets its records flow.
@@ -304,6 +311,10 @@ public final class Dispatcher: Service, Sendable {
         case .priorityDowngraded(let activity, let version, let from, let to):
             logger.info("Priority budget spent: push sent at a lower priority", metadata: [
                 "activity.id": "\(activity)", "activity.version": "\(version)", "apns.priority.requested": "\(from)", "apns.priority": "\(to)",
+            ])
+        case .audienceStarted(let activity, let audience, let delivered, let alreadyStarted):
+            logger.debug("Audience start sent", metadata: [
+                "activity.id": "\(activity)", "audience": "\(audience)", "start.delivered": "\(delivered.count)", "start.already_started": "\(alreadyStarted)",
             ])
         case .activityExpired:
             break

@@ -62,6 +62,9 @@ public struct WorkerMetrics: Sendable {
             counter("livedispatch_commands_duplicate_total").increment()
         case .priorityDowngraded:
             counter("livedispatch_priority_downgrades_total").increment()
+        case .audienceStarted(_, _, let delivered, let alreadyStarted):
+            counter("livedispatch_audience_starts_total", [("outcome", "delivered")]).increment(by: delivered.count)
+            counter("livedispatch_audience_starts_total", [("outcome", "already-started")]).increment(by: alreadyStarted)
         }
     }
 

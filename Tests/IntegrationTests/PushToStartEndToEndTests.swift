@@ -1,0 +1,97 @@
+import Foundation
+import Kafka
+import LiveDispatchCore
+import Testing
+
+/// Push-to-start audiences end to end, as real processes: an embedded Kafka
+/// cluster process, the APNs simulator process over TLS and `livedispatch run`.
+@Suite("Push-to-start end to end", .serialized)
+struct PushToStartEndToEndTests {
+    static let audience = "followers:e2e-owls"
+    static let activity = "match-p2s"
+
+    func registerPushToStart(_ stack: WorkerStack, _ pushToken: String, audience: String = audience, type: String = "SportsActivityAttributes") async throws {
+        try await stack.produce("livedispatch.tokens", key: audience, #"{"kind": "push_to_start", "audience": "\#(audience)", "attributes_type": "\#(type)", "token": "\#(pushToken)"}"#)
+    }
+
+    func start(score: Int) -> String {
+        #"{"activity_id": "\#(Self.activity)", "event": "start", "audiences": ["\#(Self.audience)"], "content_state": {"teamOneScore": \#(score), "teamTwoScore": 0}, "attributes_type": "SportsActivityAttributes", "attributes": {"teamOneName": "Owls", "teamTwoName": "Hawks"}, "alert": {"title": "Owls v Hawks", "body": "Kick-off"}}"#
+    }
+
+    func alreadyStarted(_ stack: WorkerStack, port: Int) throws -> Double {
+        WorkerStack.counter("livedispatch_audience_starts_total", labels: "outcome=\"already-started\"", in: try stack.metrics(port: port))
+    }
+
+    @Test("a start to an audience reaches each push-to-start token once with input-push-token; the update tokens the devices register get the updates; neither a repeat nor a re-delivery starts them again")
+    func audienceStart() async throws {
+        let stack = try await WorkerStack()
+        let adminPort = try freePort()
+        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration(adminPort: adminPort))
+        let fans = [token(1, salt: 7), token(2, salt: 7)]
+        let otherType = token(3, salt: 7)
+        let otherAudience = token(4, salt: 7)
+        for fan in fans { try await registerPushToStart(stack, fan) }
+        try await registerPushToStart(stack, otherType, type: "DeliveryActivityAttributes")
+        try await registerPushToStart(stack, otherAudience, audience: "followers:e2e-hawks")
+        _ = try await waitFor("the push-to-start tokens in token-store") {
+            try await stack.read("livedispatch.token-store").count >= 4 ? true : nil
+        }
+
+        try await stack.produce("livedispatch.commands", key: Self.activity, start(score: 0))
+        let started = try await stack.waitWithDiagnostics("a start to each fan", workers: [worker]) {
+            let byToken = stack.pushesByToken()
+            return fans.allSatisfy { byToken[$0]?.isEmpty == false } ? byToken : nil
+        }
+        for fan in fans {
+            let pushes = started[fan] ?? []
+            #expect(pushes.count == 1)
+            let push = try #require(pushes.first)
+            #expect(push.event == "start")
+            #expect(push.aps["input-push-token"] == 1)
+            #expect(push.aps["attributes-type"] == "SportsActivityAttributes")
+            #expect(push.aps["attributes"]?["teamOneName"] == "Owls")
+            #expect(push.aps["alert"]?["title"] == "Owls v Hawks")
+            #expect(push.contentState == ["teamOneScore": 0, "teamTwoScore": 0])
+            #expect(push.headers[":path"] == "/3/device/\(fan)")
+            #expect(push.headers["apns-topic"] == "com.example.livedispatch.push-type.liveactivity")
+        }
+
+        // The started devices report their new update tokens under the activity id.
+        let updateTokens = [token(11, salt: 7), token(12, salt: 7)]
+        for updateToken in updateTokens { try await stack.register(updateToken, for: Self.activity) }
+        _ = try await stack.waitWithDiagnostics("the current state on each new update token", workers: [worker]) {
+            let byToken = stack.pushesByToken()
+            return updateTokens.allSatisfy { byToken[$0]?.first?.event == "update" } ? true : nil
+        }
+        try await stack.produce("livedispatch.commands", key: Self.activity, #"{"activity_id": "\#(Self.activity)", "content_state": {"teamOneScore": 1}}"#)
+        _ = try await stack.waitWithDiagnostics("the update on each update token", workers: [worker]) {
+            let byToken = stack.pushesByToken()
+            return updateTokens.allSatisfy { (byToken[$0] ?? []).contains { $0.contentState == ["teamOneScore": 1, "teamTwoScore": 0] } } ? true : nil
+        }
+
+        // The same start again: the update tokens get its state, the fans no second start.
+        try await stack.produce("livedispatch.commands", key: Self.activity, start(score: 2))
+        _ = try await stack.waitWithDiagnostics("the repeated start handled for both fans", workers: [worker]) {
+            try alreadyStarted(stack, port: adminPort) >= 2 ? true : nil
+        }
+        _ = try await stack.waitWithDiagnostics("the repeated start's state on each update token", workers: [worker]) {
+            let byToken = stack.pushesByToken()
+            return updateTokens.allSatisfy { byToken[$0]?.last?.contentState == ["teamOneScore": 2, "teamTwoScore": 0] } ? true : nil
+        }
+        #expect(try await worker.stop() == 0)
+
+        // A worker of another group is re-delivered every record; the ledgers restored from token-store hold.
+        let secondPort = try freePort()
+        let second = try await stack.startWorker(configuration: try stack.writeConfiguration(group: "e2e-again", adminPort: secondPort))
+        _ = try await stack.waitWithDiagnostics("both audience starts re-delivered and refused", workers: [second]) {
+            try alreadyStarted(stack, port: secondPort) >= 4 ? true : nil
+        }
+        let final = stack.pushesByToken()
+        for fan in fans { #expect(final[fan]?.count == 1, "exactly one start per push-to-start token") }
+        #expect(final[otherType] == nil, "another attributes type is not started")
+        #expect(final[otherAudience] == nil, "another audience is not started")
+        #expect(updateTokens.allSatisfy { (final[$0] ?? []).allSatisfy { $0.event == "update" } }, "update tokens are never sent a start")
+        #expect(try await stack.deadLetters().isEmpty)
+        #expect(try await second.stop() == 0)
+    }
+}
