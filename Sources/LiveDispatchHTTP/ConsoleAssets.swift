@@ -40,6 +40,8 @@ enum ConsoleAssets {
         for asset in assets {
             router.get(RouterPath(asset.path)) { request, _ in response(asset, ifNoneMatch: request.headers[.ifNoneMatch]) }
         }
+        // Browsers ask for an icon; the console has none.
+        router.get("/favicon.ico") { _, _ in Response(status: .noContent) }
     }
 
     static func response(_ asset: Asset, ifNoneMatch: String?) -> Response {

@@ -222,7 +222,7 @@ async function loadDeadLetters() {
   const rows = list.dead_letters.map((entry) => {
     const letter = entry.dead_letter;
     const origin = letter.origin;
-    const status = element("span", { class: "replay-status" });
+    const status = element("span", { class: "replay-status", text: replayed.get(entry.id) || "" });
     const button = element("button", {
       type: "button", class: "replay", text: "Replay",
       onclick: () => replay(entry.id, button, status),
