@@ -83,6 +83,7 @@ def main():
         browser = playwright.chromium.launch(executable_path=arguments.chromium, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1360, "height": 860})
         page.set_default_timeout(DEADLINE_MS)
+        expect.set_options(timeout=DEADLINE_MS)
         problems = []
         page.on("pageerror", lambda error: problems.append("script error: " + str(error)))
         # A 429 is the worker asking to retry (one Kafka read at a time), which the console does.
