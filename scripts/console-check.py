@@ -155,6 +155,7 @@ def main():
         row = page.locator(f'#dead-letters tbody tr[data-activity="{target}"]')
         row.get_by_role("button", name="Replay").click()
         expect(page.locator("#notice")).to_contain_text("replayed to livedispatch.commands")
+        expect(row.locator(".replay-status")).to_have_text("replayed to livedispatch.commands")
         shot("console-dead-letters.png")
 
         row.locator("a").click()

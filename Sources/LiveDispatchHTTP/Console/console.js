@@ -249,7 +249,9 @@ async function replay(id, button, status) {
   try {
     const answer = await api("/v1/dead-letters/" + encodeURIComponent(id) + "/replay", { method: "POST" });
     replayed.set(id, "replayed to " + answer.topic);
-    status.textContent = replayed.get(id);
+    // The list may have been redrawn while the replay ran: mark the row now shown.
+    const shown = document.querySelector('#dead-letters tr[data-id="' + CSS.escape(id) + '"] .replay-status');
+    for (const span of new Set([status, shown])) if (span) span.textContent = replayed.get(id);
     showNotice("Dead letter " + id + " replayed to " + answer.topic + ".", false);
   } catch (error) {
     status.textContent = error.message;
