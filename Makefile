@@ -18,10 +18,11 @@ check-deploy: bootstrap
 	./scripts/check-deploy
 
 # The demo: an embedded Kafka cluster and an APNs simulator in-process,
-# replaying Config/examples and printing each activity's Lock Screen.
+# replaying Config/examples and printing each activity's Lock Screen; the
+# worker keeps running, with its web console (address printed), until Ctrl-C.
 run: bootstrap
 	$(SWIFT) build --product livedispatch
-	.build/debug/livedispatch run --config Config/livedispatch.yaml --replay Config/examples --exit-after-replay
+	.build/debug/livedispatch run --config Config/livedispatch.yaml --replay Config/examples
 
 # libFuzzer targets (JSON parser, command and token-registration decoding,
 # expressions and templates, rule files evaluated on events), FUZZ_SECONDS each.

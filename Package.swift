@@ -124,8 +124,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // The worker's HTTP server (Hummingbird): health, metrics, status and
-        // the ingest API generated from openapi.yaml (scripts/generate-openapi).
+        // The worker's HTTP server (Hummingbird): health, metrics, status, the
+        // ingest and read API generated from openapi.yaml (scripts/generate-openapi)
+        // and the web console.
         .target(
             name: "LiveDispatchHTTP",
             dependencies: [
@@ -143,6 +144,12 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            // The web console, compiled into the binary (no files to ship beside it).
+            resources: [
+                .embedInCode("Console/index.html"),
+                .embedInCode("Console/console.css"),
+                .embedInCode("Console/console.js"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -184,6 +184,8 @@ public struct PartitionDispatcher: Sendable {
         /// tokens: the version as flushed and, for tokens still owed their
         /// start, the same version as a start.
         var payloads: [ActivityEvent: (version: UInt64, bytes: [UInt8])] = [:]
+        /// Sends that ended for good, by version, until their push completes.
+        var counts: [UInt64: PushSummary.Counts] = [:]
     }
 
     /// What a wake-up is for.
@@ -206,6 +208,8 @@ public struct PartitionDispatcher: Sendable {
     var budget: PushToStartBudget
     /// Audience starts being sent, by their offset on `starts`.
     var audienceDeliveries: [Int64: AudienceDelivery] = [:]
+    /// The newest completed pushes of each activity, written in its snapshots.
+    private var pushHistory: [ActivityID: [PushSummary]] = [:]
     private var trackers = OffsetTracker()
     private var acks: [UInt64: AckEffect] = [:]
     private var nextTicket: UInt64 = 1
@@ -233,6 +237,7 @@ public struct PartitionDispatcher: Sendable {
     public var isReady: Bool { !restoring }
     public var activityCount: Int { coalescer.activityCount }
     public func state(of activityID: ActivityID) -> ActivityState? { coalescer.state(of: activityID) }
+    public func pushes(of activityID: ActivityID) -> [PushSummary] { pushHistory[activityID] ?? [] }
     public func tokens(of activityID: ActivityID) -> [DeviceToken] {
         registrations[activityID].map { $0.keys.sorted() } ?? []
     }
@@ -243,11 +248,13 @@ public struct PartitionDispatcher: Sendable {
     public mutating func restoreState(key: String, value: [UInt8]?) {
         guard let value else {
             restoredStates.removeAll { $0.activityID.rawValue == key }
+            if let activity = try? ActivityID(key) { pushHistory.removeValue(forKey: activity) }
             return
         }
-        guard let snapshot = try? ActivityState(bytes: value) else { return }
+        guard let json = try? FieldReader.parse(value), let snapshot = try? ActivityState(json: json) else { return }
         restoredStates.removeAll { $0.activityID == snapshot.activityID }
         restoredStates.append(snapshot)
+        pushHistory[snapshot.activityID] = PushSummary.history(of: json)
     }
 
     /// A registration read back from `token-store`; a tombstone removes it.
@@ -480,6 +487,17 @@ public struct PartitionDispatcher: Sendable {
         }
         guard var delivery = deliveries.removeValue(forKey: send.activityID) else { return [] }
         let fanOutActions = delivery.fanOut.completed(token: send.token, version: send.push.version, outcome: outcome, now: now, jitter: jitter)
+        switch outcome {
+        case .delivered:
+            delivery.counts[send.push.version, default: .init()].delivered()
+        case .tokenInvalid(let reason), .permanent(let reason):
+            delivery.counts[send.push.version, default: .init()].failed(reason)
+        case .retryable(let reason, _):
+            let gaveUp = fanOutActions.contains {
+                if case .deadLetter(send.token, _, .retriesExhausted, _, _) = $0 { true } else { false }
+            }
+            if gaveUp { delivery.counts[send.push.version, default: .init()].failed(reason) }
+        }
         deliveries[send.activityID] = delivery
         return perform(fanOutActions, for: send.activityID, now: now)
     }
@@ -496,7 +514,7 @@ public struct PartitionDispatcher: Sendable {
             guard var delivery = deliveries.removeValue(forKey: activity) else { return [] }
             delivery.pendingAcks -= 1
             deliveries[activity] = delivery
-            return delivery.pendingAcks == 0 ? finishCompletion(activity) : []
+            return delivery.pendingAcks == 0 ? finishCompletion(activity, now: now) : []
         case .startRecorded(let offset, let token):
             return startRecorded(offset, token, now: now)
         case .audienceStartWrite(let offset):
@@ -515,6 +533,7 @@ public struct PartitionDispatcher: Sendable {
         for expiry in coalescer.expire(now: now) {
             let activity = expiry.activityID
             actions.append(.observe(.activityExpired(activity, reason: expiry.reason.rawValue)))
+            pushHistory.removeValue(forKey: activity)
             actions.append(.produce(Produce(topic: .state, key: activity.rawValue, value: nil, partition: partition, ticket: issueTicket(.nothing))))
             for token in (registrations.removeValue(forKey: activity) ?? [:]).keys.sorted() {
                 actions.append(.produce(Produce(topic: .tokenStore, key: TokenRegistration.storeKey(activity, token), value: nil, partition: partition, ticket: issueTicket(.nothing))))
@@ -663,7 +682,7 @@ public struct PartitionDispatcher: Sendable {
                 break  // read from the fan-out in finishCompletion
             }
         }
-        if deliveries[activity]?.pendingAcks == 0 { actions += finishCompletion(activity) }
+        if deliveries[activity]?.pendingAcks == 0 { actions += finishCompletion(activity, now: now) }
         return actions
     }
 
@@ -677,9 +696,9 @@ public struct PartitionDispatcher: Sendable {
         return encoded
     }
 
-    /// Writes the snapshot of the newest completed flush; its ack completes
-    /// the offsets of every flush up to it.
-    private mutating func finishCompletion(_ activity: ActivityID) -> [Action] {
+    /// Writes the snapshot of the newest completed flush, with the activity's
+    /// push history; its ack completes the offsets of every flush up to it.
+    private mutating func finishCompletion(_ activity: ActivityID, now: UnixTime) -> [Action] {
         guard deliveries[activity]?.pendingAcks == 0, var delivery = deliveries.removeValue(forKey: activity) else { return [] }
         let through = delivery.fanOut.completedThrough
         var offsets: [Int64] = []
@@ -692,11 +711,26 @@ public struct PartitionDispatcher: Sendable {
             offsets += first.offsets
             newest = first
         }
+        guard let newest else {
+            deliveries[activity] = delivery
+            return []
+        }
+        var counts = PushSummary.Counts()
+        for (version, tally) in delivery.counts where version <= newest.push.version {
+            counts.add(tally)
+            delivery.counts.removeValue(forKey: version)
+        }
         deliveries[activity] = delivery
-        guard let newest else { return [] }
+        let summary = PushSummary(
+            version: newest.push.version, event: newest.push.event, completedAt: now, commands: offsets.count,
+            delivered: counts.delivered, failed: counts.failed)
+        let history = Array(((pushHistory[activity] ?? []) + [summary]).suffix(PushSummary.historyLimit))
+        pushHistory[activity] = history
         let ticket = issueTicket(.snapshot(activity, offsets: offsets))
         return [
-            .produce(Produce(topic: .state, key: activity.rawValue, value: newest.snapshot.json.serialized(), partition: partition, ticket: ticket)),
+            .produce(Produce(
+                topic: .state, key: activity.rawValue, value: PushSummary.snapshot(newest.snapshot, history: history).serialized(),
+                partition: partition, ticket: ticket)),
             .observe(.pushCompleted(
                 newest.snapshot, commands: offsets.count, tokens: delivery.fanOut.tokenCount,
                 sample: registrations[activity].map { Array($0.keys.prefix(4)).sorted() } ?? [])),

@@ -17,9 +17,18 @@ struct APIKeyTable: Sendable {
     }
 
     private let keys: [String: WorkerConfiguration.APIKey]
+    /// Whether the `read` routes answer requests without a key: a server
+    /// bound to a loopback address is reached only from its own machine.
+    let openReads: Bool
 
-    init(_ keys: [WorkerConfiguration.APIKey]) {
+    init(_ keys: [WorkerConfiguration.APIKey], openReads: Bool = false) {
         self.keys = Dictionary(keys.map { ($0.sha256, $0) }, uniquingKeysWith: { first, _ in first })
+        self.openReads = openReads
+    }
+
+    /// Whether `host` (of `admin.listen`) is reached only from this machine.
+    static func isLoopback(host: String) -> Bool {
+        host == "localhost" || host == "::1" || host == "[::1]" || host.split(separator: ".", omittingEmptySubsequences: false).first == "127"
     }
 
     /// The scope a route needs, or nil for the open ones (health, metrics,
@@ -37,6 +46,7 @@ struct APIKeyTable: Sendable {
     /// Checks `Authorization: Bearer <key>` against the route's scope.
     func authorize(_ authorization: String?, needs scope: Scope?) -> Verdict {
         guard let scope else { return .open }
+        if scope == .read, openReads, authorization == nil { return .open }
         guard let authorization else {
             return .unauthorized("this route needs an API key with the \(scope.rawValue) scope: Authorization: Bearer <key>")
         }

@@ -1,4 +1,5 @@
 import LiveDispatchCore
+import LiveDispatchWorker
 
 /// What Kafka holds of one activity, built from its partition of the
 /// compacted `state` and `token-store` topics read in offset order: the last
@@ -43,6 +44,12 @@ struct ActivityReadModel: Sendable {
     var version: Int? { state?["version"]?.integerValue.flatMap { Int(exactly: $0) } }
 
     var isEnded: Bool { state?["ended_at"].map { !$0.isNull } ?? false }
+
+    /// What the Lock Screen shows for the snapshot's content-state, when it is a valid state.
+    var lockScreen: String? { state.flatMap { try? ActivityState(json: $0) }.map(LockScreen.render) }
+
+    /// The snapshot's push history, newest first.
+    var pushes: [PushSummary] { state.map { PushSummary.history(of: $0).reversed() } ?? [] }
 
     /// A page of the registrations, sorted by token.
     func tokenPage(offset: Int, limit: Int) -> [JSONValue] {

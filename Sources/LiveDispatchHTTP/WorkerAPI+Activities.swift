@@ -31,6 +31,7 @@ extension WorkerAPI {
         }
         let view = Components.Schemas.ActivityView(
             activityId: id, version: model.version, ended: model.isEnded, state: model.state.flatMap(Self.container),
+            lockScreen: model.lockScreen, pushes: model.pushes.map(Self.summary),
             tokens: .init(count: model.tokens.count, items: model.tokenPage(offset: offset, limit: limit).compactMap(Self.container)),
             deadLetters: Self.entries(letters))
         return .ok(.init(body: .json(view)))
@@ -43,12 +44,31 @@ extension WorkerAPI {
         let limit = input.query.limit ?? 100
         if let bad = Self.badLimit(limit, parameter: "limit") { return .badRequest(bad) }
         var query = ActivityListQuery(containing: input.query.query)
-        switch await Self.reading({ try await readTopic(topics.state, .all) { query.consider(key: $0.key, value: $0.value) } }) {
+        let failure = await Self.reading {
+            try await readTopic(topics.state, .all) { query.consider(key: $0.key, value: $0.value) }
+            query.countTokens(of: query.first(limit).map(\.activityID))
+            try await readTopic(topics.tokenStore, .all) { query.tokenStoreRecord(key: $0.key, value: $0.value) }
+        }
+        switch failure {
         case .busy(let answer)?: return .tooManyRequests(answer)
         case .unavailable(let answer)?: return .serviceUnavailable(answer)
         case nil: break
         }
-        let activities = query.first(limit).map { Components.Schemas.ActivitySummary(activityId: $0.activityID, version: $0.version, ended: $0.ended) }
+        let activities = query.first(limit).map {
+            Components.Schemas.ActivitySummary(
+                activityId: $0.activityID, version: $0.version, ended: $0.ended, tokens: query.tokenCount(of: $0.activityID),
+                lockScreen: $0.lockScreen, lastPush: $0.lastPush.map(Self.summary))
+        }
         return .ok(.init(body: .json(.init(activities: activities, matched: query.matched, truncated: query.truncated))))
+    }
+}
+
+extension WorkerAPI {
+    /// A push summary as the API shows it.
+    static func summary(_ push: PushSummary) -> Components.Schemas.PushSummary {
+        Components.Schemas.PushSummary(
+            version: Int(clamping: push.version), event: .init(rawValue: push.event.rawValue) ?? .update,
+            completedAt: push.completedAt.seconds, commands: push.commands, delivered: push.delivered,
+            failed: .init(additionalProperties: push.failed))
     }
 }

@@ -17,8 +17,9 @@ import Synchronization
 /// 503 while not), `GET /metrics` (Prometheus text), `GET /status`
 /// (partitions owned, records in progress, paused or not), the ingest API of
 /// `openapi.yaml` under `/v1/` (the ingest routes, `POST /v1/rules/explain`,
-/// `GET /v1/activities/{id}`, `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`)
-/// and its document at `/v1/openapi.json`.
+/// `GET /v1/activities/{id}`, `GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`),
+/// its document at `/v1/openapi.json`, and the web console at `/` (``ConsoleAssets``).
+/// The read routes need no key when the server is bound to a loopback address.
 ///
 /// Hostile clients are bounded: `http.max_connections` connections are
 /// served at once (the rest wait in the listen backlog, holding no file
@@ -44,7 +45,8 @@ public struct WorkerHTTPServer: Service {
     private let application: Application<RouterResponder<BasicRequestContext>>
 
     /// The server of a running worker: its dispatcher's health, its producer for the ingest API.
-    public init(components: WorkerHTTPComponents, exposition: Exposition?) throws {
+    /// `onListening` is told the bound port once the server accepts connections.
+    public init(components: WorkerHTTPComponents, exposition: Exposition?, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) throws {
         let dispatcher = components.dispatcher
         let configuration = components.configuration
         let producer = components.producer
@@ -70,7 +72,7 @@ public struct WorkerHTTPServer: Service {
             produce: { topic, key, value in _ = try await producer.send(topic: topic, key: key, value: value) },
             rules: { [rules = components.rules] in rules.current },
             readTopic: Self.topicReader(client: components.kafka, logger: components.logger),
-            logger: components.logger)
+            logger: components.logger, onListening: onListening)
     }
 
     /// A server with its collaborators given as functions.
@@ -90,9 +92,11 @@ public struct WorkerHTTPServer: Service {
         let router = Hummingbird.Router(context: BasicRequestContext.self)
         router.add(middleware: ErrorResponseMiddleware(logger: logger))
         router.add(middleware: AccessMiddleware(
-            table: APIKeyTable(configuration.apiKeys), limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst)))
+            table: APIKeyTable(configuration.apiKeys, openReads: APIKeyTable.isLoopback(host: String(parts[0]))),
+            limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst)))
         router.add(middleware: BodyLimitMiddleware(maxBytes: configuration.maxBodyBytes))
         Self.addHealthRoutes(to: router, health: health, exposition: exposition)
+        ConsoleAssets.addRoutes(to: router)
         router.get("/v1/openapi.json") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
         }

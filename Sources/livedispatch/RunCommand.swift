@@ -17,7 +17,9 @@ struct RunCommand: AsyncParsableCommand {
             gracefully: stop consuming, finish in-flight pushes, commit, leave the group. \
             With kafka.bootstrap: embedded and apns.endpoint: simulator (the shipped defaults) it needs \
             nothing else running. --replay publishes scenario files (Config/examples) and prints what \
-            each activity's Lock Screen shows as pushes complete.
+            each activity's Lock Screen shows as pushes complete; the worker then keeps running (the web \
+            console, whose address it prints, shows the activities) until Ctrl-C, or stops once the \
+            replay's work is done with --exit-after-replay.
             """
     )
 
@@ -40,6 +42,13 @@ struct RunCommand: AsyncParsableCommand {
         if let logLevel, Logger.Level(rawValue: logLevel) == nil {
             throw ValidationError("--log-level: expected trace, debug, info, notice, warning, error or critical, got \(logLevel.debugDescription)")
         }
+    }
+
+    /// The web console's address for a server bound to `listen` (host:port)
+    /// on `port`: a wildcard host is reached on loopback.
+    static func consoleAddress(listen: String, port: Int) -> String {
+        let host = listen.split(separator: ":").first.map(String.init) ?? "127.0.0.1"
+        return "http://\(host.isEmpty || host == "0.0.0.0" ? "127.0.0.1" : host):\(port)/"
     }
 
     func run() async throws {
@@ -71,7 +80,12 @@ struct RunCommand: AsyncParsableCommand {
             worker = try await Worker.start(
                 configuration: configuration,
                 options: .init(replay: replay, exitAfterReplay: exitAfterReplay, console: console, simulatorRecordFile: simulatorRecord),
-                logger: logger, http: { components in try WorkerHTTPServer(components: components, exposition: { registry.emitToBuffer() }) })
+                logger: logger,
+                http: { components in
+                    try WorkerHTTPServer(components: components, exposition: { registry.emitToBuffer() }) { port in
+                        printLine("console: \(Self.consoleAddress(listen: components.configuration.admin.listen, port: port))")
+                    }
+                })
         } catch {
             FileHandle.standardError.write(Data("error: the worker cannot start: \(error)\n".utf8))
             throw ExitCode.failure

@@ -41,4 +41,19 @@ struct APIKeyTableTests {
             }
         }
     }
+
+    @Test("bound to loopback, the read routes need no key; a key given is still checked, and writes still need one")
+    func loopbackReads() {
+        let open = APIKeyTable([.init(name: "viewer", sha256: Self.readHash, scopes: [.read])], openReads: true)
+        #expect(open.authorize(nil, needs: .read) == .open)
+        #expect(open.authorize("Bearer reader-key", needs: .read) == .allowed(key: "viewer"))
+        guard case .unauthorized = open.authorize("Bearer wrong", needs: .read), case .unauthorized = open.authorize(nil, needs: .ingest),
+              case .unauthorized = open.authorize(nil, needs: .admin), case .unauthorized = table.authorize(nil, needs: .read)
+        else {
+            Issue.record("only keyless reads on loopback are open")
+            return
+        }
+        for host in ["127.0.0.1", "127.0.0.2", "localhost", "::1"] { #expect(APIKeyTable.isLoopback(host: host), "\(host)") }
+        for host in ["0.0.0.0", "10.0.0.1", "", "example.com", "1127.0.0.1"] { #expect(!APIKeyTable.isLoopback(host: host), "\(host)") }
+    }
 }

@@ -30,4 +30,27 @@ struct ActivityListQueryTests {
         #expect(query.truncated && query.matched == 2)
         #expect(query.first(5).first?.version == 7)
     }
+
+    @Test("each listed activity's Lock Screen, last push and registered tokens")
+    func lockScreenAndTokens() {
+        var query = ActivityListQuery(containing: nil)
+        query.consider(key: bytes("match-1"), value: bytes(#"""
+            {"activity_id": "match-1", "version": 2, "created_at": 1764000000, "attributes_type": "SportsActivityAttributes",
+             "attributes": {"teamOneName": "Owls", "teamTwoName": "Hawks"}, "content_state": {"teamOneScore": 1, "teamTwoScore": 0, "period": "first_half", "minute": 12},
+             "pushes": [{"version": 1, "event": "update", "completed_at": 1764000001, "commands": 1, "delivered": 2, "failed": {}},
+                        {"version": 2, "event": "update", "completed_at": 1764000002, "commands": 3, "delivered": 1, "failed": {"Unregistered": 1}}]}
+            """#))
+        query.consider(key: bytes("odd"), value: bytes(#"{"version": 1}"#))
+        query.countTokens(of: query.first(1).map(\.activityID))
+        for (key, value) in [("match-1\u{1F}aa", "{}"), ("match-1\u{1F}bb", "{}"), ("match-1\u{1F}cc", "{}"), ("odd\u{1F}aa", "{}"), ("no-separator", "{}")] {
+            query.tokenStoreRecord(key: bytes(key), value: bytes(value))
+        }
+        query.tokenStoreRecord(key: bytes("match-1\u{1F}bb"), value: nil)
+        let listed = query.first(2)
+        #expect(listed.first?.lockScreen == "Owls 1 – 0 Hawks · first half 12'")
+        #expect(listed.first?.lastPush?.version == 2 && listed.first?.lastPush?.failed == ["Unregistered": 1])
+        #expect(query.tokenCount(of: "match-1") == 2)
+        #expect(listed.last?.lockScreen == nil, "a snapshot that is not a state has no Lock Screen")
+        #expect(query.tokenCount(of: "odd") == nil, "only the listed activities are counted")
+    }
 }

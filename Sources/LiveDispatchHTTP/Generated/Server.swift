@@ -1123,7 +1123,9 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     ///
     /// Reads every partition of the compacted `state` topic to its end and
     /// lists the activities whose id contains `query` (all without it),
-    /// sorted by id. Needs a key with the `read` scope.
+    /// sorted by id, each with its Lock Screen text, last push and the
+    /// count of its registrations on `token-store`. Needs a key with the
+    /// `read` scope.
     ///
     ///
     /// - Remark: HTTP `GET /v1/activities`.
@@ -1295,8 +1297,9 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// Read from Kafka, not from one worker's memory, so every worker
     /// answers alike: the activity's latest snapshot on the compacted
     /// `state` topic, its registrations on `token-store` (both in the
-    /// activity's partition) and its newest dead letters. Needs a key with
-    /// the `read` scope.
+    /// activity's partition), its newest dead letters, its Lock Screen text
+    /// and its push history (the summaries its snapshot keeps). Needs a key
+    /// with the `read` scope.
     ///
     ///
     /// - Remark: HTTP `GET /v1/activities/{activity_id}`.

@@ -645,25 +645,130 @@ extension Components {
             internal var version: Swift.Int?
             /// - Remark: Generated from `#/components/schemas/ActivitySummary/ended`.
             internal var ended: Swift.Bool
+            /// Registered tokens, from the token-store topic.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ActivitySummary/tokens`.
+            internal var tokens: Swift.Int?
+            /// What the activity's Lock Screen shows for its current content-state (as `make run` prints it).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ActivitySummary/lock_screen`.
+            internal var lockScreen: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/ActivitySummary/last_push`.
+            internal var lastPush: Components.Schemas.PushSummary?
             /// Creates a new `ActivitySummary`.
             ///
             /// - Parameters:
             ///   - activityId:
             ///   - version:
             ///   - ended:
+            ///   - tokens: Registered tokens, from the token-store topic.
+            ///   - lockScreen: What the activity's Lock Screen shows for its current content-state (as `make run` prints it).
+            ///   - lastPush:
             internal init(
                 activityId: Swift.String,
                 version: Swift.Int? = nil,
-                ended: Swift.Bool
+                ended: Swift.Bool,
+                tokens: Swift.Int? = nil,
+                lockScreen: Swift.String? = nil,
+                lastPush: Components.Schemas.PushSummary? = nil
             ) {
                 self.activityId = activityId
                 self.version = version
                 self.ended = ended
+                self.tokens = tokens
+                self.lockScreen = lockScreen
+                self.lastPush = lastPush
             }
             internal enum CodingKeys: String, CodingKey {
                 case activityId = "activity_id"
                 case version
                 case ended
+                case tokens
+                case lockScreen = "lock_screen"
+                case lastPush = "last_push"
+            }
+        }
+        /// One completed push of an activity, as its state snapshot keeps it (the newest 10).
+        ///
+        /// - Remark: Generated from `#/components/schemas/PushSummary`.
+        internal struct PushSummary: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PushSummary/version`.
+            internal var version: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/PushSummary/event`.
+            internal enum EventPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case start = "start"
+                case update = "update"
+                case end = "end"
+            }
+            /// - Remark: Generated from `#/components/schemas/PushSummary/event`.
+            internal var event: Components.Schemas.PushSummary.EventPayload
+            /// Unix seconds when every token was delivered, removed or given up on.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PushSummary/completed_at`.
+            internal var completedAt: Swift.Double
+            /// Commands merged into this push.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PushSummary/commands`.
+            internal var commands: Swift.Int
+            /// Sends APNs accepted.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PushSummary/delivered`.
+            internal var delivered: Swift.Int
+            /// Sends that failed for good, by reason (Unregistered, BadDeviceToken, …).
+            ///
+            /// - Remark: Generated from `#/components/schemas/PushSummary/failed`.
+            internal struct FailedPayload: Codable, Hashable, Sendable {
+                /// A container of undocumented properties.
+                internal var additionalProperties: [String: Swift.Int]
+                /// Creates a new `FailedPayload`.
+                ///
+                /// - Parameters:
+                ///   - additionalProperties: A container of undocumented properties.
+                internal init(additionalProperties: [String: Swift.Int] = .init()) {
+                    self.additionalProperties = additionalProperties
+                }
+                internal init(from decoder: any Swift.Decoder) throws {
+                    additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
+                }
+                internal func encode(to encoder: any Swift.Encoder) throws {
+                    try encoder.encodeAdditionalProperties(additionalProperties)
+                }
+            }
+            /// Sends that failed for good, by reason (Unregistered, BadDeviceToken, …).
+            ///
+            /// - Remark: Generated from `#/components/schemas/PushSummary/failed`.
+            internal var failed: Components.Schemas.PushSummary.FailedPayload
+            /// Creates a new `PushSummary`.
+            ///
+            /// - Parameters:
+            ///   - version:
+            ///   - event:
+            ///   - completedAt: Unix seconds when every token was delivered, removed or given up on.
+            ///   - commands: Commands merged into this push.
+            ///   - delivered: Sends APNs accepted.
+            ///   - failed: Sends that failed for good, by reason (Unregistered, BadDeviceToken, …).
+            internal init(
+                version: Swift.Int,
+                event: Components.Schemas.PushSummary.EventPayload,
+                completedAt: Swift.Double,
+                commands: Swift.Int,
+                delivered: Swift.Int,
+                failed: Components.Schemas.PushSummary.FailedPayload
+            ) {
+                self.version = version
+                self.event = event
+                self.completedAt = completedAt
+                self.commands = commands
+                self.delivered = delivered
+                self.failed = failed
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case version
+                case event
+                case completedAt = "completed_at"
+                case commands
+                case delivered
+                case failed
             }
         }
         /// - Remark: Generated from `#/components/schemas/ActivityList`.
@@ -713,6 +818,14 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/ActivityView/state`.
             internal var state: OpenAPIRuntime.OpenAPIObjectContainer?
+            /// What the activity's Lock Screen shows for its current content-state (as `make run` prints it).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ActivityView/lock_screen`.
+            internal var lockScreen: Swift.String?
+            /// The newest completed pushes, newest first (at most 10).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ActivityView/pushes`.
+            internal var pushes: [Components.Schemas.PushSummary]?
             /// - Remark: Generated from `#/components/schemas/ActivityView/tokens`.
             internal struct TokensPayload: Codable, Hashable, Sendable {
                 /// - Remark: Generated from `#/components/schemas/ActivityView/tokens/count`.
@@ -749,6 +862,8 @@ extension Components {
             ///   - version: The state's version (absent before the first state).
             ///   - ended:
             ///   - state: The snapshot as on the state topic (content_state, version, dates, attributes…).
+            ///   - lockScreen: What the activity's Lock Screen shows for its current content-state (as `make run` prints it).
+            ///   - pushes: The newest completed pushes, newest first (at most 10).
             ///   - tokens:
             ///   - deadLetters: The activity's newest dead letters (at most 10).
             internal init(
@@ -756,6 +871,8 @@ extension Components {
                 version: Swift.Int? = nil,
                 ended: Swift.Bool,
                 state: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
+                lockScreen: Swift.String? = nil,
+                pushes: [Components.Schemas.PushSummary]? = nil,
                 tokens: Components.Schemas.ActivityView.TokensPayload,
                 deadLetters: [Components.Schemas.DeadLetterEntry]
             ) {
@@ -763,6 +880,8 @@ extension Components {
                 self.version = version
                 self.ended = ended
                 self.state = state
+                self.lockScreen = lockScreen
+                self.pushes = pushes
                 self.tokens = tokens
                 self.deadLetters = deadLetters
             }
@@ -771,6 +890,8 @@ extension Components {
                 case version
                 case ended
                 case state
+                case lockScreen = "lock_screen"
+                case pushes
                 case tokens
                 case deadLetters = "dead_letters"
             }

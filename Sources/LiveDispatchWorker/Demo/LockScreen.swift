@@ -1,8 +1,9 @@
 import LiveDispatchCore
 
 /// Renders what an activity's Lock Screen presentation would show for a
-/// state, for the demo's terminal output: the shipped activity types get
-/// their own layout, any other type a compact list of its fields.
+/// state, for the demo's terminal output and the web console's preview: the
+/// shipped activity types get their own layout, any other type a compact
+/// list of its fields.
 public enum LockScreen {
     public static func render(_ state: ActivityState) -> String {
         let content = state.contentState

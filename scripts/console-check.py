@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Checks the web console of a running worker as a person would, in headless
+Chromium (Debian's /usr/bin/chromium, driven by playwright), and saves
+screenshots of each view.
+
+  console-check.py --url http://127.0.0.1:PORT/ --admin-key KEY \
+      --expect 'match-superb-owl-2026=Owls 2 – 1 Hawks · full time · last goal: Lin' \
+      --screenshots docs
+
+The worker must be bound to loopback (the read views need no key there) and
+know KEY with the ingest, read and admin scopes. Steps: the activities list
+shows each expected activity with its Lock Screen text; the activity page
+shows the same text on its Lock Screen preview and a push history; the rule
+playground explains a goal event; an `end` sent before its activity had a
+state is dead-lettered, then replayed with the Replay button once the
+activity exists, and the activity is seen ended. Any step that does not
+happen within its deadline, and any script error or Content-Security-Policy
+violation in the page, fails the check (exit status 1).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import expect, sync_playwright
+
+DEADLINE_MS = 60_000
+
+
+def call(base, method, path, key, body=None):
+    """One request to the worker's API; returns (status, JSON body)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base.rstrip("/") + path, data=data, method=method)
+    request.add_header("Authorization", "Bearer " + key)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def wait_for(what, condition, timeout=DEADLINE_MS / 1000):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def step(name):
+    print("console-check: " + name, flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--admin-key", required=True)
+    parser.add_argument("--expect", action="append", default=[], help="ACTIVITY=LOCK SCREEN TEXT")
+    parser.add_argument("--screenshots", required=True)
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    arguments = parser.parse_args()
+    expected = dict(item.split("=", 1) for item in arguments.expect)
+    if not expected:
+        parser.error("give at least one --expect ACTIVITY=TEXT")
+    os.makedirs(arguments.screenshots, exist_ok=True)
+    base = arguments.url
+
+    def shot(name):
+        path = os.path.join(arguments.screenshots, name)
+        page.screenshot(path=path, full_page=True)
+        step("saved " + path)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=arguments.chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1360, "height": 860})
+        page.set_default_timeout(DEADLINE_MS)
+        expect.set_options(timeout=DEADLINE_MS)
+        problems = []
+        page.on("pageerror", lambda error: problems.append("script error: " + str(error)))
+        # A 429 is the worker asking to retry (one Kafka read at a time), which the console does.
+        page.on("console", lambda message: problems.append("console " + message.type + ": " + message.text)
+                if message.type == "error" and "status of 429" not in message.text else None)
+
+        # The activities list, without a key (the worker is on loopback).
+        step("activities list")
+        page.goto(base)
+        for activity, text in expected.items():
+            row = page.locator(f'#activities tbody tr[data-activity="{activity}"]')
+            expect(row.locator("td.lock-text")).to_have_text(text)
+            expect(row.locator("td").nth(3)).to_have_text("ended")
+            expect(row.locator("td.last-push")).to_contain_text("delivered")
+            tokens = int(row.locator("td").nth(4).inner_text())
+            assert tokens >= 1, f"{activity}: {tokens} tokens listed"
+        expect(page.locator("#metric-phase .value")).to_have_text("ready")
+        page.wait_for_function("() => Number(document.querySelector('#metric-delivered .value')?.textContent) > 0")
+        shot("console-activities.png")
+
+        # One activity's page: the Lock Screen preview and the push history.
+        activity, text = next(iter(expected.items()))
+        step("activity page of " + activity)
+        page.locator(f'#activities tbody tr[data-activity="{activity}"] a').click()
+        expect(page.locator("#lock-screen")).to_have_attribute("data-text", text)
+        headline = text.split(" · ")[0]
+        expect(page.locator("#lock-headline")).to_have_text(headline)
+        expect(page.locator("#lock-ended")).to_be_visible()
+        expect(page.locator("#pushes tbody tr").first).to_contain_text("end")
+        assert page.locator("#pushes tbody tr").count() >= 2, "the push history lists fewer than 2 pushes"
+        expect(page.locator("#tokens tbody tr").first).to_be_visible()
+        shot("console-activity.png")
+
+        # The rule playground: a goal becomes an update of its match.
+        step("rule playground")
+        page.locator('nav a[data-view="rules"]').click()
+        page.fill("#explain-topic", "sports.scores")
+        page.fill("#explain-event", json.dumps({
+            "type": "goal", "match_id": "console-check", "minute": 12, "scoring_team": "Owls", "scorer": "Ada",
+            "score": {"home": 1, "away": 0}}))
+        page.get_by_role("button", name="Explain").click()
+        matched = page.locator("#explain-result .rule.matched")
+        expect(matched.first.locator("pre.command")).to_contain_text('"activity_id": "match-console-check"')
+        expect(page.locator("#explain-result .rule.not-matched").first.locator("li").first).to_be_visible()
+        shot("console-rules.png")
+
+        # A dead letter replayed with the button, and seen to land: an `end`
+        # for an activity without state is refused; once the activity
+        # exists, its replay ends it.
+        step("dead letter replay")
+        target = "console-replay"
+        status, answer = call(base, "POST", f"/v1/activities/{target}/end", arguments.admin_key, {})
+        assert status == 202, f"end: {status} {answer}"
+        wait_for("the end's dead letter", lambda: any(
+            entry["dead_letter"]["reason"] == "invalid-command"
+            for entry in call(base, "GET", f"/v1/dead-letters?activity={target}", arguments.admin_key)[1]["dead_letters"]))
+        status, answer = call(base, "POST", f"/v1/activities/{target}/update", arguments.admin_key,
+                              {"content_state": {"status": "checked", "step": 1}})
+        assert status == 202, f"update: {status} {answer}"
+        wait_for("the activity's first state", lambda: call(
+            base, "GET", f"/v1/activities/{target}", arguments.admin_key)[1].get("version") == 1)
+
+        page.locator('nav a[data-view="dead-letters"]').click()
+        row = page.locator(f'#dead-letters tbody tr[data-activity="{target}"]')
+        expect(row.locator(".badge.reason")).to_have_text("invalid-command")
+        # Replay needs the admin scope: paste the key first.
+        page.fill("#key-input", arguments.admin_key)
+        page.locator("#key-form button[type=submit]").click()
+        row = page.locator(f'#dead-letters tbody tr[data-activity="{target}"]')
+        row.get_by_role("button", name="Replay").click()
+        expect(page.locator("#notice")).to_contain_text("replayed to livedispatch.commands")
+        expect(row.locator(".replay-status")).to_have_text("replayed to livedispatch.commands")
+        shot("console-dead-letters.png")
+
+        row.locator("a").click()
+        expect(page.locator("#lock-ended")).to_be_visible()
+        expect(page.locator("#pushes tbody tr").first).to_contain_text("end")
+        expect(page.locator("#lock-screen")).to_have_attribute("data-text", "status: checked · step: 1")
+
+        # The console's own answers: content type, caching, CSP.
+        response = page.request.get(base)
+        headers = response.headers
+        assert headers["content-type"].startswith("text/html"), headers
+        assert "script-src 'self'" in headers["content-security-policy"], headers
+        assert headers["cache-control"] == "no-cache" and headers["etag"], headers
+        assert page.request.get(base, headers={"If-None-Match": headers["etag"]}).status == 304
+
+        browser.close()
+        if problems:
+            raise AssertionError("the page reported problems:\n" + "\n".join(problems))
+    step("all checks passed")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (AssertionError, PlaywrightError) as failure:
+        print("console-check: FAILED: " + str(failure), file=sys.stderr, flush=True)
+        sys.exit(1)
