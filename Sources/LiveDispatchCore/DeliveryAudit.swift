@@ -82,6 +82,14 @@ public struct DeliveryAudit: Sendable, Hashable {
         deliveries == 0 ? 0 : Double(duplicates) * 100 / Double(deliveries)
     }
 
+    /// Tokens not at their final state and not in `deadLettered`: short
+    /// with nothing saying why (a silent loss).
+    public func tokensShortWithoutDeadLetter(_ deadLettered: Set<String>) -> Int {
+        expected.reduce(0) { count, entry in
+            count + (tokens[entry.key]?.last != entry.value && !deadLettered.contains(entry.key) ? 1 : 0)
+        }
+    }
+
     /// Up to `limit` tokens not at their final state, with what they last received (nil: nothing).
     public func tokensShort(limit: Int) -> [(token: String, last: State?, expected: State)] {
         expected.keys.sorted().lazy

@@ -73,6 +73,9 @@ struct DeliveryAuditTests {
         #expect(!audit.everyTokenAtFinalState)
         #expect(audit.tokensAtFinalState == 1)
         #expect(audit.tokensShort(limit: 1).map(\.token) == ["b"])
+        #expect(audit.tokensShortWithoutDeadLetter([]) == 1)
+        #expect(audit.tokensShortWithoutDeadLetter(["b"]) == 0)
+        #expect(audit.tokensShortWithoutDeadLetter(["a"]) == 1)
     }
 
     @Test func deliveriesToUnknownTokensAreCountedApart() {
