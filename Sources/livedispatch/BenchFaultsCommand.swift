@@ -65,8 +65,9 @@ struct BenchFaultsCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // The bench's own Kafka clients see the faults too: their complaints are expected.
         var logger = Logger(label: "livedispatch.bench") { StreamLogHandler.standardError(label: $0) }
-        logger.logLevel = .error
+        logger.logLevel = .critical
         let scenario = FaultScenario(activities: activities, tokensPerActivity: tokens, bursts: bursts, goalsPerBurst: goals)
         let ruleTopics = try RuleSetStore(directory: rules).current.topics
         print("scenario: \(activities) activities × \(tokens) tokens, \(bursts) bursts of \(goals) goals per activity \(interval) s apart, then an end; \(partitions) partitions")
