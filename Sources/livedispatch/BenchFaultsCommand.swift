@@ -316,6 +316,33 @@ final class WorkerFleet: Sendable {
         for member in chosen { kill ? member.process.kill() : member.process.stop() }
     }
 
+    /// Registers each (activity id, token) and waits until the workers have stored them.
+    func register(_ registrations: [(activity: String, token: String)], topic: String, producer: KafkaProducer) async throws {
+        var pending: [KafkaPendingDelivery] = []
+        for (activity, token) in registrations {
+            pending.append(try producer.enqueue(
+                topic: topic, key: Array(activity.utf8), value: Array(#"{"activity_id":"\#(activity)","token":"\#(token)"}"#.utf8)))
+        }
+        for delivery in pending { _ = try await delivery.wait() }
+        let count = Double(pending.count)
+        try await waitFor("the workers to store \(pending.count) tokens (logs in \(directory.path))", timeout: max(120, count / 1_000)) {
+            var consumed = 0.0
+            for admin in admins {
+                guard let metrics = try? await httpGet(admin + "/metrics").body,
+                      let body = try? await httpGet(admin + "/status").body, let status = try? JSONValue.parse(body),
+                      status["in_progress"]?.integerValue == 0
+                else { return false }
+                consumed += BenchFanOutCommand.sample("livedispatch_records_consumed_total", labels: #"topic="tokens""#, in: metrics)
+            }
+            return consumed >= count
+        }
+    }
+
+    /// Current resident set (`VmRSS`) of the first worker still running, in MB.
+    func residentMegabytes() -> Double {
+        members.withLock { $0.first(where: \.process.isRunning)?.process.residentMegabytes() } ?? .nan
+    }
+
     func stopAll() {
         samplePeak()
         for member in members.withLock({ $0 }) { member.process.stop() }
@@ -338,41 +365,15 @@ struct FaultRun {
 
     func run() async throws -> FaultRow {
         let prefix = Self.prefix
-        let topics = InternalTopic.allCases.map { prefix + $0.rawValue } + ruleTopics
-        let kafka = try ChildProcess(
-            ["kafka", "embedded", "--brokers", "1", "--control"] + topics.flatMap { ["--topic", "\($0):\(partitions)"] },
-            log: directory.appendingPathComponent("kafka.log").path, captureOutput: true)
-        defer { kafka.stop() }
-        let bootstrap = try await kafka.waitForLine(prefix: "bootstrap: ", timeout: 60)
-
-        let key = P256.Signing.PrivateKey()
-        let keyPath = directory.appendingPathComponent("key.p8").path
-        guard FileManager.default.createFile(atPath: keyPath, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw BenchError(description: "cannot write \(keyPath)")
-        }
-        let certificatePath = directory.appendingPathComponent("simulator.pem").path
         let recordPath = directory.appendingPathComponent("pushes.jsonl").path
-        let simulator = try ChildProcess(
-            ["simulate", "apns", "--team-id", BenchFanOutCommand.teamID, "--key-id", BenchFanOutCommand.keyID,
-             "--bundle-id", BenchFanOutCommand.bundleID, "--key", keyPath, "--cert-out", certificatePath,
-             "--record", recordPath, "--history", "1000", "--threads", "1"] + fault.simulatorOptions,
-            log: directory.appendingPathComponent("simulator.log").path, captureOutput: true)
-        defer { simulator.stop() }
-        let endpoint = try await simulator.waitForLine(prefix: "listening: ", timeout: 60)
-
-        let fleet = WorkerFleet(
-            configuration: BenchWorkerFile(
-                bootstrap: bootstrap, prefix: prefix, partitions: partitions, rules: rules, apnsEndpoint: endpoint,
-                keyPath: keyPath, certificatePath: certificatePath, adminPort: 0, connections: 2, window: "50ms"),
-            directory: directory)
-        defer { fleet.stopAll() }
-        try await fleet.start(fault.workers)
-
-        var producerConfiguration = KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [bootstrap], properties: ["log_level": "3"]))
-        producerConfiguration.linger = .milliseconds(5)
-        producerConfiguration.maxQueuedRecords = 1_000_000
-        let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
-        try await register(producer: producer, fleet: fleet)
+        let stack = try await BenchStack.start(
+            directory: directory, prefix: prefix, partitions: partitions, rules: rules, ruleTopics: ruleTopics,
+            simulatorOptions: ["--record", recordPath] + fault.simulatorOptions, workers: fault.workers, logger: logger)
+        defer { stack.stop() }
+        let (kafka, fleet, producer, bootstrap) = (stack.kafka, stack.fleet, stack.producer, stack.bootstrap)
+        try await fleet.register(
+            scenario.tokens.map { ("match-" + FaultScenario.matchID($0.activity), $0.token) },
+            topic: prefix + InternalTopic.tokens.rawValue, producer: producer)
         try await producer.prepare(topics: ["sports.scores", prefix + InternalTopic.commands.rawValue])
 
         let tail = PushRecordTail(path: recordPath, expected: scenario.expected)
@@ -383,30 +384,6 @@ struct FaultRun {
         return FaultRow(
             fault: fault, audit: tail.audit, deadLetters: deadLetters.reasons, deadLetteredTokens: deadLetters.tokens,
             peakResidentMegabytes: fleet.samplePeak(), drainSeconds: drain)
-    }
-
-    /// Registers every token and waits until the workers have stored them.
-    private func register(producer: KafkaProducer, fleet: WorkerFleet) async throws {
-        var pending: [KafkaPendingDelivery] = []
-        for (activity, token) in scenario.tokens {
-            let id = "match-" + FaultScenario.matchID(activity)
-            pending.append(try producer.enqueue(
-                topic: Self.prefix + InternalTopic.tokens.rawValue, key: Array(id.utf8),
-                value: Array(#"{"activity_id":"\#(id)","token":"\#(token)"}"#.utf8)))
-        }
-        for delivery in pending { _ = try await delivery.wait() }
-        let count = Double(pending.count)
-        try await waitFor("the workers to store \(pending.count) tokens (logs in \(directory.path))", timeout: 120) {
-            var consumed = 0.0
-            for admin in fleet.admins {
-                guard let metrics = try? await httpGet(admin + "/metrics").body,
-                      let body = try? await httpGet(admin + "/status").body, let status = try? JSONValue.parse(body),
-                      status["in_progress"]?.integerValue == 0
-                else { return false }
-                consumed += BenchFanOutCommand.sample("livedispatch_records_consumed_total", labels: #"topic="tokens""#, in: metrics)
-            }
-            return consumed >= count
-        }
     }
 
     /// Publishes the bursts and the ends, with the row's fault injected
@@ -527,4 +504,69 @@ struct FaultRun {
 
 extension Duration {
     fileprivate var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+/// The processes of a run: an embedded Kafka cluster (`livedispatch kafka
+/// embedded --control`) with the topics, the APNs simulator (`livedispatch
+/// simulate apns`), the workers, and the benchmark's producer.
+struct BenchStack {
+    var kafka: ChildProcess
+    var simulator: ChildProcess
+    var fleet: WorkerFleet
+    var producer: KafkaProducer
+    var bootstrap: String
+
+    static func start(
+        directory: URL, prefix: String, partitions: Int, rules: String, ruleTopics: [String], simulatorOptions: [String],
+        workers: Int, logger: Logger
+    ) async throws -> BenchStack {
+        let topics = InternalTopic.allCases.map { prefix + $0.rawValue } + ruleTopics
+        let kafka = try ChildProcess(
+            ["kafka", "embedded", "--brokers", "1", "--control"] + topics.flatMap { ["--topic", "\($0):\(partitions)"] },
+            log: directory.appendingPathComponent("kafka.log").path, captureOutput: true)
+        var simulator: ChildProcess?
+        do {
+            let bootstrap = try await kafka.waitForLine(prefix: "bootstrap: ", timeout: 60)
+            let key = P256.Signing.PrivateKey()
+            let keyPath = directory.appendingPathComponent("key.p8").path
+            guard FileManager.default.createFile(atPath: keyPath, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600]) else {
+                throw BenchError(description: "cannot write \(keyPath)")
+            }
+            let certificatePath = directory.appendingPathComponent("simulator.pem").path
+            let started = try ChildProcess(
+                ["simulate", "apns", "--team-id", BenchFanOutCommand.teamID, "--key-id", BenchFanOutCommand.keyID,
+                 "--bundle-id", BenchFanOutCommand.bundleID, "--key", keyPath, "--cert-out", certificatePath,
+                 "--history", "1000", "--threads", "1"] + simulatorOptions,
+                log: directory.appendingPathComponent("simulator.log").path, captureOutput: true)
+            simulator = started
+            let endpoint = try await started.waitForLine(prefix: "listening: ", timeout: 60)
+            let fleet = WorkerFleet(
+                configuration: BenchWorkerFile(
+                    bootstrap: bootstrap, prefix: prefix, partitions: partitions, rules: rules, apnsEndpoint: endpoint,
+                    keyPath: keyPath, certificatePath: certificatePath, adminPort: 0, connections: 2, window: "50ms"),
+                directory: directory)
+            do {
+                try await fleet.start(workers)
+                var configuration = KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [bootstrap], properties: ["log_level": "3"]))
+                configuration.linger = .milliseconds(5)
+                configuration.maxQueuedRecords = 1_000_000
+                let producer = try KafkaProducer(configuration: configuration, logger: logger)
+                return BenchStack(kafka: kafka, simulator: started, fleet: fleet, producer: producer, bootstrap: bootstrap)
+            } catch {
+                fleet.stopAll()
+                throw error
+            }
+        } catch {
+            simulator?.stop()
+            kafka.stop()
+            throw error
+        }
+    }
+
+    /// Workers first, then the simulator and the cluster.
+    func stop() {
+        fleet.stopAll()
+        simulator.stop()
+        kafka.stop()
+    }
 }

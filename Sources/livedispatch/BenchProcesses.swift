@@ -122,9 +122,14 @@ final class ChildProcess: Sendable {
     }
 
     /// `VmHWM` of the process: its peak resident set, in MB (nan once gone).
-    func peakResidentMegabytes() -> Double {
+    func peakResidentMegabytes() -> Double { statusMegabytes("VmHWM:") }
+
+    /// `VmRSS` of the process: its resident set now, in MB (nan once gone).
+    func residentMegabytes() -> Double { statusMegabytes("VmRSS:") }
+
+    private func statusMegabytes(_ field: String) -> Double {
         guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
               let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
         else { return .nan }
         return kilobytes / 1024
@@ -168,6 +173,9 @@ struct WorkerProcess {
 
     /// `VmHWM` of the process: its peak resident set, in MB.
     func peakResidentMegabytes() -> Double { child.peakResidentMegabytes() }
+
+    /// `VmRSS` of the process: its resident set now, in MB.
+    func residentMegabytes() -> Double { child.residentMegabytes() }
 
     /// SIGTERM (an orderly drain), then waits for the exit.
     func stop() { child.stop() }
