@@ -67,13 +67,20 @@ struct BenchSoakCommand: AsyncParsableCommand {
         var nextSample = start
         var published = 0
         var refused = 0
+        var steadyFrom: (seconds: Double, progress: WorkerProgress)?
+        var last: (seconds: Double, progress: WorkerProgress)?
         while ContinuousClock.now < end {
             guard stack.fleet.residentMegabytes().isFinite else { throw BenchError(description: "the worker exited; see \(directory.path)") }
             let elapsed = (ContinuousClock.now - start).seconds
             if ContinuousClock.now >= nextSample {
                 let megabytes = stack.fleet.residentMegabytes()
                 series.add(.init(seconds: elapsed, megabytes: megabytes))
-                print(String(format: "  %5.0f s  rss %6.1f MB  published %d", elapsed, megabytes, published))
+                let progress = await WorkerProgress.read(stack.fleet)
+                if elapsed >= warmUpSeconds, steadyFrom == nil { steadyFrom = (elapsed, progress) }
+                last = (elapsed, progress)
+                print(String(
+                    format: "  %5.0f s  rss %6.1f MB  published %d  routed %.0f  pushed %.0f  in progress %.0f  paused %@",
+                    elapsed, megabytes, published, progress.routed, progress.pushed, progress.inProgress, progress.paused ? "yes" : "no"))
                 nextSample = nextSample + .seconds(sampleSeconds)
             }
             // Events due by now at the offered rate, in slices of about 10 ms.
@@ -95,6 +102,12 @@ struct BenchSoakCommand: AsyncParsableCommand {
         }
         let seconds = (ContinuousClock.now - start).seconds
         print(String(format: "published: %d events in %.0f s (%.0f/s); refused by the producer's full queue: %d", published, seconds, Double(published) / seconds, refused))
+        if let steadyFrom, let last, last.seconds > steadyFrom.seconds {
+            let span = last.seconds - steadyFrom.seconds
+            print(String(
+                format: "worker after warm-up: %.0f events routed/s, %.0f pushes/s",
+                (last.progress.routed - steadyFrom.progress.routed) / span, (last.progress.pushed - steadyFrom.progress.pushed) / span))
+        }
         if let mean = series.steadyMean, let deviation = series.deviationPercent {
             print(String(
                 format: "rss after %.0f s warm-up: mean %.1f MB, %+.1f %% to %+.1f %% over %d samples: %@",
@@ -104,6 +117,23 @@ struct BenchSoakCommand: AsyncParsableCommand {
         stack.stop()
         if keep { print("files: \(directory.path)") } else { try? FileManager.default.removeItem(at: directory) }
         if !series.isStable { throw ExitCode(1) }
+    }
+}
+
+/// What a worker has done so far, from its metrics.
+struct WorkerProgress {
+    var routed = 0.0
+    var pushed = 0.0
+    var inProgress = 0.0
+    var paused = false
+
+    static func read(_ fleet: WorkerFleet) async -> WorkerProgress {
+        guard let admin = fleet.admins.first, let metrics = try? await httpGet(admin + "/metrics").body else { return WorkerProgress() }
+        return WorkerProgress(
+            routed: BenchFanOutCommand.sample("livedispatch_router_events_total", labels: "", in: metrics),
+            pushed: BenchFanOutCommand.sample("livedispatch_pushes_total", labels: #"outcome="delivered""#, in: metrics),
+            inProgress: BenchFanOutCommand.sample("livedispatch_records_in_progress", labels: "", in: metrics),
+            paused: BenchFanOutCommand.sample("livedispatch_consumer_paused", labels: "", in: metrics) > 0)
     }
 }
 
