@@ -75,12 +75,16 @@ struct BenchSoakCommand: AsyncParsableCommand {
             if ContinuousClock.now >= nextSample {
                 let megabytes = stack.fleet.residentMegabytes()
                 series.add(.init(seconds: elapsed, megabytes: megabytes))
-                let progress = await WorkerProgress.read(stack.fleet)
-                if elapsed >= warmUpSeconds, steadyFrom == nil { steadyFrom = (elapsed, progress) }
-                last = (elapsed, progress)
-                print(String(
-                    format: "  %5.0f s  rss %6.1f MB  published %d  routed %.0f  pushed %.0f  in progress %.0f  paused %@",
-                    elapsed, megabytes, published, progress.routed, progress.pushed, progress.inProgress, progress.paused ? "yes" : "no"))
+                let line = String(format: "  %5.0f s  rss %6.1f MB  published %d", elapsed, megabytes, published)
+                if let progress = await WorkerProgress.read(stack.fleet) {
+                    if elapsed >= warmUpSeconds, steadyFrom == nil { steadyFrom = (elapsed, progress) }
+                    last = (elapsed, progress)
+                    print(line + String(
+                        format: "  routed %.0f  pushed %.0f  in progress %.0f  paused %@",
+                        progress.routed, progress.pushed, progress.inProgress, progress.paused ? "yes" : "no"))
+                } else {
+                    print(line + "  (the worker's /metrics did not answer within 5 s)")
+                }
                 nextSample = nextSample + .seconds(sampleSeconds)
             }
             // Events due by now at the offered rate, in slices of about 10 ms.
@@ -127,8 +131,9 @@ struct WorkerProgress {
     var inProgress = 0.0
     var paused = false
 
-    static func read(_ fleet: WorkerFleet) async -> WorkerProgress {
-        guard let admin = fleet.admins.first, let metrics = try? await httpGet(admin + "/metrics").body else { return WorkerProgress() }
+    /// nil when the worker's metrics cannot be read.
+    static func read(_ fleet: WorkerFleet) async -> WorkerProgress? {
+        guard let admin = fleet.admins.first, let metrics = try? await httpGet(admin + "/metrics").body else { return nil }
         return WorkerProgress(
             routed: BenchFanOutCommand.sample("livedispatch_router_events_total", labels: "", in: metrics),
             pushed: BenchFanOutCommand.sample("livedispatch_pushes_total", labels: #"outcome="delivered""#, in: metrics),
