@@ -1,7 +1,7 @@
 # LiveDispatch: the two commands are `make run` and `make test`.
 SWIFT ?= swift
 
-.PHONY: bootstrap build test check-deploy run release clean openapi fuzz
+.PHONY: bootstrap build test check-deploy run release clean openapi fuzz faults
 
 bootstrap:
 	./scripts/bootstrap
@@ -29,6 +29,12 @@ run: bootstrap
 FUZZ_SECONDS ?= 60
 fuzz: bootstrap
 	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz
+
+# The fault suite: one scenario under each fault against real processes
+# (embedded Kafka, APNs simulator, two workers), one row per fault.
+faults: bootstrap
+	$(SWIFT) build --product livedispatch
+	.build/debug/livedispatch bench faults
 
 release: bootstrap
 	$(SWIFT) build -c release

@@ -181,6 +181,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         }
         let body = response.body
         if !body.isEmpty { headers.append(("content-type", "application/json")) }
+        if let retryAfter = response.retryAfter { headers.append(("retry-after", String(retryAfter))) }
         session.submitResponse(stream: stream, status: response.status, headers: headers, body: body)
     }
 

@@ -119,11 +119,14 @@ struct ConnectionStateMachine: Sendable {
         if verdict.isAccepted, let token = verdict.deviceToken, let since = faults.unregisteredTokens[token] {
             response = SimulatedResponse(status: 410, reason: "Unregistered", timestamp: since)
         } else if verdict.isAccepted, let status = injectedStatus(faults: faults, sequence: sequence, draw: draw) {
-            response = SimulatedResponse(status: status, reason: SimulatorFaults.reason(for: status))
+            response = SimulatedResponse(
+                status: status, reason: SimulatorFaults.reason(for: status),
+                retryAfter: status == 200 || status == 500 ? nil : faults.retryAfterSeconds)
         }
         answeredStreams.insert(stream)
         var actions: [Action] = []
-        if verdict.isAccepted {
+        // A rejection is any answer but 200: the rules' refusals and injected statuses alike.
+        if response.status == 200 {
             if case .restricted = phase {
                 phase = .open
                 restrictedAfterRejection = false

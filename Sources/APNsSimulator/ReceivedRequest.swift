@@ -25,11 +25,14 @@ public struct SimulatedResponse: Sendable, Hashable {
     public var status: Int
     public var reason: String?
     public var timestamp: Int64?
+    /// Seconds sent as `retry-after`, when set.
+    public var retryAfter: Int?
 
-    public init(status: Int, reason: String? = nil, timestamp: Int64? = nil) {
+    public init(status: Int, reason: String? = nil, timestamp: Int64? = nil, retryAfter: Int? = nil) {
         self.status = status
         self.reason = reason
         self.timestamp = timestamp
+        self.retryAfter = retryAfter
     }
 
     public static let success = SimulatedResponse(status: 200)

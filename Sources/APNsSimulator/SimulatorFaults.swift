@@ -24,15 +24,18 @@ public struct SimulatorFaults: Sendable, Hashable {
     /// Device tokens (lowercase hex) answered 410 `Unregistered`, with the
     /// time (Unix milliseconds) the token stopped being valid.
     public var unregisteredTokens: [String: Int64]
-    /// After a refused push, drop the connection's stream limit to 1 and
-    /// reset its other pending streams `REFUSED_STREAM`, until a push succeeds.
+    /// After a push answered other than 200 (refused by the rules or an
+    /// injected status), drop the connection's stream limit to 1 and reset
+    /// its other pending streams `REFUSED_STREAM`, until a push succeeds.
     public var dropToOneStreamAfterRejection: Bool
+    /// `retry-after` (seconds) sent with injected 429 and 503 answers.
+    public var retryAfterSeconds: Int?
 
     public init(
         errorRate: Double = 0, errorStatuses: [Int] = [429, 500, 503], errorSchedule: [Int] = [],
         goAwayAfterStreams: Int? = nil, refuseStreamEvery: Int? = nil, resetConnectionAfterRequests: Int? = nil,
         latencyMilliseconds: Int64 = 0, unregisteredTokens: [String: Int64] = [:],
-        dropToOneStreamAfterRejection: Bool = false
+        dropToOneStreamAfterRejection: Bool = false, retryAfterSeconds: Int? = nil
     ) {
         self.errorRate = errorRate
         self.errorStatuses = errorStatuses
@@ -43,6 +46,7 @@ public struct SimulatorFaults: Sendable, Hashable {
         self.latencyMilliseconds = latencyMilliseconds
         self.unregisteredTokens = unregisteredTokens
         self.dropToOneStreamAfterRejection = dropToOneStreamAfterRejection
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     /// Statuses a fault may answer with.
@@ -67,6 +71,9 @@ public struct SimulatorFaults: Sendable, Hashable {
             ("reset connection after requests", resetConnectionAfterRequests),
         ] {
             if let value, value < 1 { throw .invalidConfiguration("\(name) must be at least 1, not \(value)") }
+        }
+        if let retryAfterSeconds, !(0...3_600).contains(retryAfterSeconds) {
+            throw .invalidConfiguration("retry-after must be between 0 and 3600 seconds, not \(retryAfterSeconds)")
         }
         guard latencyMilliseconds >= 0 else {
             throw .invalidConfiguration("latency must not be negative (\(latencyMilliseconds) ms)")

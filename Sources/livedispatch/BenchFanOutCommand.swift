@@ -255,78 +255,15 @@ struct BenchFanOutCommand: AsyncParsableCommand {
     private func workerConfiguration(
         bootstrap: String, prefix: String, adminPort: Int, simulator: APNsSimulator, keyPath: String, certificatePath: String
     ) -> String {
-        """
-        kafka:
-          bootstrap: \(bootstrap)
-          group_id: \(prefix)bench
-          topic_prefix: \(prefix)
-          create_topics: \(bootstrapServers != nil)
-          partitions: \(partitions)
-          properties:
-            log_level: "3"
-            session.timeout.ms: "6000"
-            heartbeat.interval.ms: "500"
-        rules:
-          path: \(rules)
-          reload_interval: 0
-        apns:
-          endpoint: \(simulator.host):\(simulator.port)
-          bundle_id: \(Self.bundleID)
-          team_id: \(Self.teamID)
-          key_id: \(Self.keyID)
-          key_path: \(keyPath)
-          trust_roots: [\(certificatePath)]
-          connections: \(connections)
-        coalesce:
-          window: 10ms
-          max_delay: 10ms
-        limits:
-          max_in_flight_per_activity: \(maxInFlight)
-        admin:
-          listen: "127.0.0.1:\(adminPort)"
-        """
-    }
-}
-
-/// A worker run as a child process of the benchmark, its log in a file.
-struct WorkerProcess {
-    private let process: Process
-
-    init(configuration: String, log: String) throws {
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        guard let output = FileHandle(forWritingAtPath: log) else { throw BenchError(description: "cannot write \(log)") }
-        output.seekToEndOfFile()
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-        process.arguments = ["run", "--config", configuration]
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-    }
-
-    var isRunning: Bool { process.isRunning }
-
-    func waitUntilReady(admin: String, timeout: Double) async throws {
-        try await waitFor("the worker to be ready", timeout: timeout) {
-            guard process.isRunning else { throw BenchError(description: "the worker exited with status \(process.terminationStatus)") }
-            return (try? await httpGet(admin + "/readyz").status) == 200
-        }
-    }
-
-    /// `VmHWM` of the process: its peak resident set, in MB.
-    func peakResidentMegabytes() -> Double {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
-        else { return .nan }
-        return kilobytes / 1024
-    }
-
-    /// SIGTERM (an orderly drain), then waits for the exit.
-    func stop() {
-        guard process.isRunning else { return }
-        process.terminate()
-        process.waitUntilExit()
+        var file = BenchWorkerFile(
+            bootstrap: bootstrap, prefix: prefix, partitions: partitions, rules: rules,
+            apnsEndpoint: "\(simulator.host):\(simulator.port)", keyPath: keyPath, certificatePath: certificatePath,
+            adminPort: adminPort)
+        file.createTopics = bootstrapServers != nil
+        file.connections = connections
+        file.window = "10ms"
+        file.maxInFlightPerActivity = maxInFlight
+        return file.yaml
     }
 }
 

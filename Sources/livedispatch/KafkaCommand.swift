@@ -36,7 +36,14 @@ struct KafkaCommand: AsyncParsableCommand {
     struct Embedded: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Run an in-process Kafka cluster (librdkafka's mock cluster) until SIGTERM or SIGINT.",
-            discussion: "Prints one line `bootstrap: <servers>` on standard output once the cluster and its topics exist."
+            discussion: """
+                Prints one line `bootstrap: <servers>` on standard output once the cluster and its topics exist. \
+                With --control it reads faults to inject from standard input, one per line, answering each with \
+                `ok` or `error: <why>`: `broker-down ID`, `broker-up ID`, `errors API CODE COUNT` (the next COUNT \
+                requests of API fail with Kafka error CODE; API is produce, fetch, offset-commit, offset-fetch, \
+                metadata, list-offsets, find-coordinator, join-group, heartbeat or sync-group) and \
+                `clear-errors API`. The end of standard input then stops the cluster, as SIGTERM does.
+                """
         )
 
         @Option(help: "Number of brokers.")
@@ -47,6 +54,9 @@ struct KafkaCommand: AsyncParsableCommand {
 
         @Flag(help: "Log librdkafka's informational messages to standard error.")
         var verbose = false
+
+        @Flag(help: "Read fault injections from standard input (see above); its end stops the cluster.")
+        var control = false
 
         func validate() throws {
             guard brokers >= 1 else { throw ValidationError("--brokers must be at least 1") }
@@ -60,11 +70,42 @@ struct KafkaCommand: AsyncParsableCommand {
                 try cluster.createTopic(topic.name, partitions: topic.partitions, replicationFactor: min(brokers, 3))
             }
             FileHandle.standardOutput.write(Data("bootstrap: \(cluster.bootstrapServers)\n".utf8))
-            for await signal in signals {
-                logger.info("Embedded Kafka cluster stopping", metadata: ["signal": "\(signal)"])
-                break
+            let inputEnded = AsyncStream<Void>.makeStream()
+            if control {
+                // readLine blocks: a thread of its own, not the cooperative pool.
+                Thread.detachNewThread {
+                    Self.serveControl(cluster: cluster)
+                    inputEnded.continuation.yield()
+                }
+            }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await signal in signals {
+                        logger.info("Embedded Kafka cluster stopping", metadata: ["signal": "\(signal)"])
+                        break
+                    }
+                }
+                group.addTask {
+                    for await _ in inputEnded.stream { break }
+                }
+                _ = await group.next()
+                group.cancelAll()
             }
             withExtendedLifetime(cluster) {}
+        }
+
+        /// Applies each control line of standard input until its end.
+        private static func serveControl(cluster: EmbeddedKafkaCluster) {
+            while let line = readLine(strippingNewline: true) {
+                let answer: String
+                do {
+                    try EmbeddedKafkaControl(parsing: String(line.prefix(1_000))).apply(to: cluster)
+                    answer = "ok"
+                } catch {
+                    answer = "error: \(error)"
+                }
+                FileHandle.standardOutput.write(Data((answer + "\n").utf8))
+            }
         }
     }
 

@@ -75,8 +75,10 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
     var unregistered: [String] = []
     @Flag(
         name: .customLong("drop-to-one-after-rejection"),
-        help: "After a refused push, allow one stream and reset the others REFUSED_STREAM.")
+        help: "After a push answered other than 200, allow one stream and reset the others REFUSED_STREAM.")
     var dropToOneAfterRejection = false
+    @Option(name: .customLong("retry-after"), help: "Seconds sent as retry-after with injected 429 and 503 answers.")
+    var retryAfter: Int?
 
     func run() async throws {
         if let generateKey {
@@ -167,7 +169,7 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
             errorSchedule: try errorSchedule.map { try statuses($0, option: "--error-schedule") } ?? [],
             goAwayAfterStreams: goAwayAfter, refuseStreamEvery: refuseEvery, resetConnectionAfterRequests: resetAfter,
             latencyMilliseconds: latencyMilliseconds, unregisteredTokens: unregisteredTokens,
-            dropToOneStreamAfterRejection: dropToOneAfterRejection)
+            dropToOneStreamAfterRejection: dropToOneAfterRejection, retryAfterSeconds: retryAfter)
         do {
             try faults.validate()
         } catch {

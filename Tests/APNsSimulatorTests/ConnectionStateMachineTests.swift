@@ -173,3 +173,31 @@ struct ConnectionStateMachineTests {
         ])
     }
 }
+
+extension ConnectionStateMachineTests {
+    @Test("an injected 429 carries the configured retry-after; a 500 does not")
+    func retryAfter() {
+        var machine = Machine(configuredMaxStreams: 100)
+        let faults = SimulatorFaults(errorSchedule: [429, 500], retryAfterSeconds: 2)
+        _ = machine.streamOpened(1, faults: faults)
+        #expect(machine.requestReceived(1, verdict: Self.accepted(), faults: faults, sequence: 1, draw: 0.9).last
+            == .respond(stream: 1, response: SimulatedResponse(status: 429, reason: "TooManyRequests", retryAfter: 2), apnsID: "id", delayMilliseconds: 0))
+        _ = machine.streamOpened(3, faults: faults)
+        #expect(machine.requestReceived(3, verdict: Self.accepted(), faults: faults, sequence: 2, draw: 0.9).last
+            == .respond(stream: 3, response: SimulatedResponse(status: 500, reason: "InternalServerError"), apnsID: "id", delayMilliseconds: 0))
+        #expect(throws: SimulatorError.self) { try SimulatorFaults(retryAfterSeconds: -1).validate() }
+    }
+
+    @Test("an injected error status drops the stream limit to one like a rejection")
+    func dropToOneAfterInjectedError() {
+        var machine = Machine(configuredMaxStreams: 50)
+        let faults = SimulatorFaults(errorSchedule: [200, 503], dropToOneStreamAfterRejection: true)
+        _ = machine.streamOpened(1, faults: faults)
+        #expect(machine.requestReceived(1, verdict: Self.accepted(), faults: faults, sequence: 1, draw: 0.9).first == .sendSettings(maxConcurrentStreams: 50))
+        _ = machine.streamClosed(1)
+        for stream: Int32 in [3, 5] { _ = machine.streamOpened(stream, faults: faults) }
+        let actions = machine.requestReceived(3, verdict: Self.accepted(), faults: faults, sequence: 2, draw: 0.9)
+        #expect(actions.prefix(2) == [.sendSettings(maxConcurrentStreams: 1), .refuse(stream: 5)])
+        #expect(machine.phase == .restricted)
+    }
+}

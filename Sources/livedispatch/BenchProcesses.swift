@@ -1,0 +1,190 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// The configuration file of a worker a benchmark runs as a child process.
+struct BenchWorkerFile {
+    var bootstrap: String
+    var prefix: String
+    var partitions: Int
+    var rules: String
+    /// `host:port` of the APNs server.
+    var apnsEndpoint: String
+    var keyPath: String
+    var certificatePath: String
+    var adminPort: Int
+    var createTopics = false
+    var connections = 4
+    var window = "10ms"
+    var maxInFlightPerActivity = 256
+    var teamID = BenchFanOutCommand.teamID
+    var keyID = BenchFanOutCommand.keyID
+    var bundleID = BenchFanOutCommand.bundleID
+
+    var yaml: String {
+        """
+        kafka:
+          bootstrap: \(bootstrap)
+          group_id: \(prefix)bench
+          topic_prefix: \(prefix)
+          create_topics: \(createTopics)
+          partitions: \(partitions)
+          properties:
+            log_level: "3"
+            session.timeout.ms: "6000"
+            heartbeat.interval.ms: "500"
+        rules:
+          path: \(rules)
+          reload_interval: 0
+        apns:
+          endpoint: \(apnsEndpoint)
+          bundle_id: \(bundleID)
+          team_id: \(teamID)
+          key_id: \(keyID)
+          key_path: \(keyPath)
+          trust_roots: [\(certificatePath)]
+          connections: \(connections)
+        coalesce:
+          window: \(window)
+          max_delay: \(window)
+        limits:
+          max_in_flight_per_activity: \(maxInFlightPerActivity)
+        admin:
+          listen: "127.0.0.1:\(adminPort)"
+        """
+    }
+}
+
+/// A `livedispatch` subcommand run as a child process of a benchmark:
+/// standard error (and standard output, unless captured) to a log file,
+/// standard input a pipe.
+final class ChildProcess: Sendable {
+    let process: Process
+    let log: String
+    private let input = Pipe()
+    private let output = OutputBuffer()
+    private let captured: Pipe?
+
+    init(_ arguments: [String], log: String, captureOutput: Bool) throws {
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        guard let logHandle = FileHandle(forWritingAtPath: log) else { throw BenchError(description: "cannot write \(log)") }
+        logHandle.seekToEndOfFile()
+        self.log = log
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        process.arguments = arguments
+        process.standardError = logHandle
+        process.standardInput = input
+        if captureOutput {
+            let pipe = Pipe()
+            captured = pipe
+            process.standardOutput = pipe
+            let output = self.output
+            pipe.fileHandleForReading.readabilityHandler = { handle in
+                let data = handle.availableData
+                output.bytes.withLock { $0.append(contentsOf: data) }
+            }
+        } else {
+            captured = nil
+            process.standardOutput = logHandle
+        }
+        try process.run()
+    }
+
+    var isRunning: Bool { process.isRunning }
+
+    /// Complete lines of standard output so far.
+    var outputLines: [String] {
+        output.bytes.withLock { bytes in
+            guard let end = bytes.lastIndex(of: UInt8(ascii: "\n")) else { return [] }
+            return String(decoding: bytes[..<end], as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+    }
+
+    /// What follows `prefix` on the first output line that starts with it.
+    func waitForLine(prefix: String, timeout: Double) async throws -> String {
+        var found: String?
+        try await waitFor("\(prefix) from `livedispatch \(process.arguments?.prefix(2).joined(separator: " ") ?? "")` (log: \(log))", timeout: timeout) {
+            guard process.isRunning else {
+                throw BenchError(description: "`livedispatch \(process.arguments?.prefix(2).joined(separator: " ") ?? "")` exited; see \(log)")
+            }
+            found = outputLines.first { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
+            return found != nil
+        }
+        return found ?? ""
+    }
+
+    /// Writes one line to standard input.
+    func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    /// `VmHWM` of the process: its peak resident set, in MB (nan once gone).
+    func peakResidentMegabytes() -> Double { statusMegabytes("VmHWM:") }
+
+    /// `VmRSS` of the process: its resident set now, in MB (nan once gone).
+    func residentMegabytes() -> Double { statusMegabytes("VmRSS:") }
+
+    private func statusMegabytes(_ field: String) -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
+              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
+        else { return .nan }
+        return kilobytes / 1024
+    }
+
+    /// SIGTERM (an orderly stop; standard input closed too), then waits for the exit.
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+        captured?.fileHandleForReading.readabilityHandler = nil
+    }
+
+    /// SIGKILL: the process ends at once, nothing drained or committed.
+    func kill() {
+        guard process.isRunning else { return }
+        _ = Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
+/// A worker (`livedispatch run`) run as a child process of a benchmark, its log in a file.
+struct WorkerProcess {
+    private let child: ChildProcess
+
+    init(configuration: String, log: String) throws {
+        child = try ChildProcess(["run", "--config", configuration], log: log, captureOutput: false)
+    }
+
+    var isRunning: Bool { child.isRunning }
+
+    func waitUntilReady(admin: String, timeout: Double) async throws {
+        try await waitFor("the worker to be ready", timeout: timeout) {
+            guard child.isRunning else {
+                throw BenchError(description: "the worker exited with status \(child.process.terminationStatus); see \(child.log)")
+            }
+            return (try? await httpGet(admin + "/readyz").status) == 200
+        }
+    }
+
+    /// `VmHWM` of the process: its peak resident set, in MB.
+    func peakResidentMegabytes() -> Double { child.peakResidentMegabytes() }
+
+    /// `VmRSS` of the process: its resident set now, in MB.
+    func residentMegabytes() -> Double { child.residentMegabytes() }
+
+    /// SIGTERM (an orderly drain), then waits for the exit.
+    func stop() { child.stop() }
+
+    /// SIGKILL, then waits for the exit.
+    func kill() { child.kill() }
+}
+
+/// A child's standard output as it arrives, shared with the pipe's reading handler.
+private final class OutputBuffer: Sendable {
+    let bytes = Mutex<[UInt8]>([])
+}
