@@ -46,6 +46,18 @@ public struct KafkaPartitionReader: Sendable {
         throw KafkaError(code: .restore, message: "the restore read of \(topic)[\(partition)] ended before catching up")
     }
 
+    /// The partition's end offset (the offset its next record will get) now.
+    public func endOffset(topic: String, partition: Int32, timeout: Duration = .seconds(30)) async throws -> Int64 {
+        let reader = try RDKafkaPartitionReader(properties: configuration.librdkafkaProperties, logger: logger)
+        let milliseconds = Int32(clamping: timeout.milliseconds)
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Int64, KafkaError>, Never>) in
+            DedicatedThread.start(name: "kafka-end-offset") {
+                continuation.resume(returning: reader.endOffset(topic: topic, partition: partition, timeoutMilliseconds: milliseconds))
+            }
+        }
+        return try result.get()
+    }
+
     /// Every record of the partition up to its end offset, in offset order.
     public func readAll(topic: String, partition: Int32, timeout: Duration = .seconds(30)) async throws -> [KafkaRecord] {
         var records: [KafkaRecord] = []

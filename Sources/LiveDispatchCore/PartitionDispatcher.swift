@@ -27,6 +27,9 @@ public struct PartitionDispatcher: Sendable {
         /// Prefix of the internal topics' names (dead letters name their origin).
         public var topicPrefix: String
         /// Seconds between expiry sweeps of activities and tokens.
+        /// Longest a new owner holds its pushes while it reads the commands
+        /// its previous owner may have pushed (see ``holdPushes(untilCommandOffset:)``).
+        public var catchUpLimit: Double
         public var sweepInterval: Double
         /// The budget of starts per push-to-start token.
         public var pushToStart: PushToStartBudget.Configuration
@@ -34,13 +37,14 @@ public struct PartitionDispatcher: Sendable {
         public init(
             coalescer: Coalescer.Configuration = .init(), fanOut: FanOut.Configuration = .init(),
             defaultEnvironment: APNsEnvironment = .production, topicPrefix: String = "livedispatch.",
-            sweepInterval: Double = 5, pushToStart: PushToStartBudget.Configuration = .init()
+            sweepInterval: Double = 5, pushToStart: PushToStartBudget.Configuration = .init(), catchUpLimit: Double = 30
         ) {
             self.coalescer = coalescer
             self.fanOut = fanOut
             self.defaultEnvironment = defaultEnvironment
             self.topicPrefix = topicPrefix
             self.sweepInterval = max(0.001, sweepInterval)
+            self.catchUpLimit = max(0, catchUpLimit)
             self.pushToStart = pushToStart
         }
 
@@ -214,6 +218,19 @@ public struct PartitionDispatcher: Sendable {
     private var acks: [UInt64: AckEffect] = [:]
     private var nextTicket: UInt64 = 1
     private var restoring = true
+    /// Pushes held while the partition replays what its previous owner read.
+    private var catchUp: CatchUp?
+
+    /// A new owner's replay of `commands` up to the partition's end at
+    /// assignment: the previous owner may have pushed any state up to there,
+    /// so pushing an intermediate state of the replay could send a device a
+    /// state older than one it shows (semantic 2). Each activity's flushes
+    /// are merged here and pushed once the replay is read.
+    struct CatchUp: Sendable {
+        var end: Int64
+        var deadline: UnixTime?
+        var held: [ActivityID: Coalescer.Flush] = [:]
+    }
     private var restoredStates: [ActivityState] = []
     /// Records that arrived before the restore finished, replayed after it.
     private var early: [(InternalTopic, Record)] = []
@@ -279,6 +296,7 @@ public struct PartitionDispatcher: Sendable {
     /// records that arrived meanwhile.
     public mutating func finishRestore(now: UnixTime) -> [Action] {
         guard restoring else { return [] }
+        catchUp?.deadline = now + configuration.catchUpLimit
         for snapshot in restoredStates { coalescer.restore(snapshot) }
         for (activity, tokens) in registrations {
             var fanOut = makeFanOut(activity)
@@ -322,6 +340,48 @@ public struct PartitionDispatcher: Sendable {
 
     /// A record of this partition of `commands`.
     public mutating func command(_ record: Record, now: UnixTime) -> [Action] {
+        var actions = applyCommand(record, now: now)
+        if !restoring, let end = catchUp?.end, record.offset >= end - 1 {
+            actions += releaseHeldPushes(now: now)
+        }
+        return actions
+    }
+
+    /// While restoring: hold every push until the `commands` record before
+    /// `end` (the partition's end offset when it was assigned) has been read,
+    /// or `catchUpLimit` seconds after the restore, then push each activity's
+    /// newest state once. An empty partition (`end` 0) holds nothing.
+    public mutating func holdPushes(untilCommandOffset end: Int64) {
+        guard restoring, end > 0 else { return }
+        catchUp = CatchUp(end: end)
+    }
+
+    /// Whether pushes are held for the replay of the previous owner's commands.
+    public var isCatchingUp: Bool { catchUp != nil }
+
+    private mutating func releaseHeldPushes(now: UnixTime) -> [Action] {
+        guard let hold = catchUp else { return [] }
+        catchUp = nil
+        return hold.held.sorted { $0.key < $1.key }.flatMap { publish($0.value, now: now) }
+    }
+
+    /// Two flushes of one activity held during a catch-up as one: the newer
+    /// state with every offset, a start if either was one (devices that
+    /// missed it need it), the latest alert and the highest priority.
+    static func merged(_ older: Coalescer.Flush, _ newer: Coalescer.Flush) -> Coalescer.Flush {
+        var flush = newer
+        flush.offsets = older.offsets + newer.offsets
+        if older.push.event == .start, newer.push.event == .update {
+            flush.push = newer.push.asStart
+            flush.push.inputPushToken = older.push.inputPushToken
+            flush.push.inputPushChannel = older.push.inputPushChannel
+        }
+        flush.push.alert = newer.push.alert ?? older.push.alert
+        flush.push.priority = max(newer.push.priority, older.push.priority)
+        return flush
+    }
+
+    private mutating func applyCommand(_ record: Record, now: UnixTime) -> [Action] {
         let parsed: ActivityCommand
         switch accept(.commands, record, what: "command", now: now, parse: ActivityCommand.init(bytes:), key: { ($0.activityID.rawValue, $0.activityID) }) {
         case .ready(let command): parsed = command
@@ -434,7 +494,8 @@ public struct PartitionDispatcher: Sendable {
     /// flush deadline, retry or sweep; nil while restoring with nothing due.
     public var nextDeadline: UnixTime? {
         mutating get {
-            switch (wakes.next, nextSweep) {
+            let wake: UnixTime? = [wakes.next, catchUp?.deadline].compactMap { $0 }.min()
+            return switch (wake, nextSweep) {
             case (let wake?, let sweep?): min(wake, sweep)
             case (let wake?, nil): wake
             case (nil, let sweep?): sweep
@@ -453,6 +514,9 @@ public struct PartitionDispatcher: Sendable {
             case .retry(let activity): actions += retryTimer(for: activity, now: now)
             case .retryStart(let offset): actions += audienceStartTimer(offset, now: now)
             }
+        }
+        if let deadline = catchUp?.deadline, deadline <= now {
+            actions += releaseHeldPushes(now: now)
         }
         if let sweepAt = nextSweep, sweepAt <= now {
             nextSweep = now + configuration.sweepInterval
@@ -567,12 +631,13 @@ public struct PartitionDispatcher: Sendable {
 
     /// Flushes every held update now (graceful shutdown).
     public mutating func drain(now: UnixTime) -> [Action] {
-        coalescer.flushAll(now: now).flatMap { publish($0, now: now) }
+        let held = coalescer.flushAll(now: now).flatMap { publish($0, now: now) }
+        return held + releaseHeldPushes(now: now)
     }
 
     /// Whether nothing is held, in flight or unacknowledged.
     public var isIdle: Bool {
-        trackers.outstanding == 0 && acks.isEmpty && coalescer.heldActivities.isEmpty
+        trackers.outstanding == 0 && acks.isEmpty && coalescer.heldActivities.isEmpty && (catchUp?.held.isEmpty ?? true)
             && deliveries.values.allSatisfy { $0.fanOut.isIdle && $0.flushes.isEmpty } && audienceDeliveries.isEmpty
     }
 
@@ -612,6 +677,11 @@ public struct PartitionDispatcher: Sendable {
 
     private mutating func publish(_ flush: Coalescer.Flush, now: UnixTime) -> [Action] {
         let activity = flush.push.activityID
+        if var hold = catchUp {
+            hold.held[activity] = hold.held[activity].map { Self.merged($0, flush) } ?? flush
+            catchUp = hold
+            return []
+        }
         var delivery = deliveries.removeValue(forKey: activity) ?? ActivityDelivery(fanOut: makeFanOut(activity))
         var actions: [Action] = []
         do {

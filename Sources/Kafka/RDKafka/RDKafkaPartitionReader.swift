@@ -29,6 +29,18 @@ final class RDKafkaPartitionReader: Sendable {
         rd_kafka_poll_set_consumer(handle.pointer)
     }
 
+    /// The partition's end offset (its high watermark) now; blocks up to the timeout.
+    func endOffset(topic: String, partition: Int32, timeoutMilliseconds: Int32) -> Result<Int64, KafkaError> {
+        defer { _ = rd_kafka_consumer_close(handle.pointer) }
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let error = rd_kafka_query_watermark_offsets(handle.pointer, topic, partition, &low, &high, timeoutMilliseconds)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            return .failure(KafkaError(code: .restore, message: "could not read the end offset of \(topic)[\(partition)]", error: error))
+        }
+        return .success(high)
+    }
+
     /// Reads (blocking) and pushes records, then `.caughtUp` or `.failed`; stops early when the reader is gone.
     func read(topic: String, partition: Int32, timeoutMilliseconds: Int32, into buffer: BoundedEventBuffer<RestoreEvent>) {
         defer {

@@ -243,6 +243,10 @@ public final class Dispatcher: Service, Sendable {
             do {
                 var states = 0
                 var tokens = 0
+                // The previous owner may have pushed any state of the commands
+                // up to the partition's end now: hold pushes until they are read.
+                let commandsEnd = try await reader.endOffset(topic: configuration.topic(.commands), partition: number)
+                runner.restoring { $0.holdPushes(untilCommandOffset: commandsEnd) }
                 try await reader.readToEnd(topic: configuration.topic(.state), partition: number) { record in
                     let key = String(decoding: record.key ?? [], as: UTF8.self)
                     runner.restoring { $0.restoreState(key: key, value: record.value) }
@@ -255,7 +259,9 @@ public final class Dispatcher: Service, Sendable {
                 }
                 guard runner.finishRestore() else { return }
                 reportPartitions()
-                if !gate.withLock({ $0.isPaused }) { try? consumer.resume(coPartitions(number)) }
+                // A partition catching up reads on while others are paused:
+                // its held pushes wait for the end of its replay.
+                if !gate.withLock({ $0.isPaused }) || runner.isCatchingUp { try? consumer.resume(coPartitions(number)) }
                 logger.info("Partition restored", metadata: [
                     "kafka.partition": "\(number)", "restore.states": "\(states)", "restore.tokens": "\(tokens)",
                     "restore.seconds": "\(String(format: "%.3f", (ContinuousClock.now - started).seconds))",
@@ -335,7 +341,7 @@ public final class Dispatcher: Service, Sendable {
         case .pause:
             logger.notice("Backlog above the high watermark; pausing partitions", metadata: ["backpressure.high": "\(configuration.backpressure.highWatermark)"])
             metrics.paused(true)
-            try? consumer.pause(readyPartitions())
+            try? consumer.pause(pausablePartitions())
         case .resume:
             logger.notice("Backlog below the low watermark; resuming partitions", metadata: ["backpressure.low": "\(configuration.backpressure.lowWatermark)"])
             metrics.paused(false)
@@ -345,6 +351,12 @@ public final class Dispatcher: Service, Sendable {
 
     private func readyPartitions() -> [TopicPartition] {
         table.withLock { Array($0.runners.values) }.filter { !$0.isRestoring }.map(\.number).sorted().flatMap(coPartitions)
+    }
+
+    /// The restored partitions back-pressure may pause: not one still reading
+    /// its previous owner's commands, whose held pushes wait for that read.
+    private func pausablePartitions() -> [TopicPartition] {
+        table.withLock { Array($0.runners.values) }.filter { !$0.isRestoring && !$0.isCatchingUp }.map(\.number).sorted().flatMap(coPartitions)
     }
 
     // MARK: Shutdown

@@ -51,6 +51,7 @@ final class PartitionRunner: Sendable {
     var isRestoring: Bool { box.withLock { $0.restoring } }
     var isClosed: Bool { box.withLock { $0.closed } }
     var isIdle: Bool { box.withLock { $0.machine.isIdle } }
+    var isCatchingUp: Bool { box.withLock { $0.machine.isCatchingUp } }
     var outstanding: Int { box.withLock { $0.machine.outstanding } }
 
     /// Stops the partition: its timer is cancelled and later inputs are dropped.

@@ -1,0 +1,84 @@
+@testable import LiveDispatchCore
+import Testing
+
+/// A new owner of a partition replays the commands its previous owner read;
+/// the previous owner may have pushed any of their states, so the new owner
+/// must not push an intermediate one (semantic 2).
+@Suite("PartitionDispatcher, taking a partition over")
+struct CatchUpTests {
+    let match = try! ActivityID("match-42")
+    let device = try! DeviceToken(hex: String(repeating: "ab", count: 32))
+    let configuration = PartitionDispatcher.Configuration(coalescer: .init(window: 0), catchUpLimit: 30)
+
+    func update(_ score: Int) -> String { #"{"activity_id": "match-42", "content_state": {"score": \#(score)}}"# }
+
+    func takenOver(holdingUntil end: Int64) -> DispatcherHarness {
+        var harness = DispatcherHarness(configuration: configuration)
+        harness.dispatcher.holdPushes(untilCommandOffset: end)
+        // The snapshot the previous owner last wrote: score 1 at offset 0.
+        var state = ActivityState(activityID: match, contentState: ["score": 1], version: 1, createdAt: harness.now, lastOffset: 0)
+        state.timestamp = harness.now
+        harness.restore(states: [state], tokens: [TokenRegistration(activityID: match, token: device)])
+        return harness
+    }
+
+    @Test("the replay up to the end at assignment is pushed once, with the newest state, and its offsets commit")
+    func replayPushedOnce() {
+        var harness = takenOver(holdingUntil: 4)
+        #expect(harness.dispatcher.isCatchingUp)
+        harness.command(1, update(2))
+        harness.command(2, update(3))
+        #expect(harness.sent.isEmpty, "no intermediate state while replaying")
+        harness.command(3, update(4))
+        #expect(!harness.dispatcher.isCatchingUp)
+        #expect(harness.sent.map { $0.push.contentState["score"] } == [4])
+        #expect(harness.commits[.commands] == 4)
+        harness.command(4, update(5))
+        #expect(harness.sent.map { $0.push.contentState["score"] } == [4, 5], "after the replay pushes flow as usual")
+    }
+
+    @Test("pushes held past catchUpLimit go out with the newest state read so far")
+    func limit() {
+        var harness = takenOver(holdingUntil: 100)
+        harness.command(1, update(2))
+        harness.command(2, update(3))
+        harness.advance(by: 29)
+        #expect(harness.sent.isEmpty)
+        harness.advance(by: 2)
+        #expect(harness.sent.map { $0.push.contentState["score"] } == [3])
+        #expect(!harness.dispatcher.isCatchingUp)
+    }
+
+    @Test("a start and updates replayed together go out as one start with the newest state; an end replayed goes out as the end")
+    func startAndEnd() {
+        var harness = DispatcherHarness(configuration: configuration)
+        harness.dispatcher.holdPushes(untilCommandOffset: 3)
+        harness.restore(tokens: [TokenRegistration(activityID: match, token: device)])
+        harness.command(0, #"{"activity_id": "match-42", "event": "start", "content_state": {"score": 0}, "attributes_type": "Match", "attributes": {}, "alert": {"title": "Kick-off", "body": "0-0"}}"#)
+        harness.command(1, update(1))
+        harness.command(2, update(2))
+        #expect(harness.sent.map(\.push.event) == [.start])
+        #expect(harness.sent.first?.push.contentState == ["score": 2])
+        #expect(harness.sent.first?.push.alert?.title == "Kick-off")
+
+        var ending = takenOver(holdingUntil: 3)
+        ending.command(1, update(2))
+        ending.command(2, #"{"activity_id": "match-42", "event": "end", "content_state": {"score": 2}}"#)
+        #expect(ending.sent.map(\.push.event) == [.end])
+    }
+
+    @Test("an empty partition holds nothing, and a drain pushes what a catch-up holds")
+    func emptyAndDrain() {
+        var empty = DispatcherHarness(configuration: configuration)
+        empty.dispatcher.holdPushes(untilCommandOffset: 0)
+        empty.restore(tokens: [TokenRegistration(activityID: match, token: device)])
+        #expect(!empty.dispatcher.isCatchingUp)
+
+        var draining = takenOver(holdingUntil: 50)
+        draining.command(1, update(7))
+        #expect(draining.sent.isEmpty && !draining.dispatcher.isIdle)
+        draining.run(draining.dispatcher.drain(now: draining.now))
+        #expect(draining.sent.map { $0.push.contentState["score"] } == [7])
+        #expect(draining.dispatcher.isIdle)
+    }
+}
