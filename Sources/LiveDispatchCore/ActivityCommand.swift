@@ -77,6 +77,19 @@ public struct CommandSource: Sendable, Hashable {
         return .object(fields)
     }
 
+    /// The id of the command a rule made of this event: the same event
+    /// routed again (a router re-reading after a crash or a rebalance) makes
+    /// a command with the same id, which the dispatcher then does not apply
+    /// twice. At most ``ActivityCommand/maxIDBytes``; a longer one (a long
+    /// topic or rule name) is replaced by a hash of it.
+    public var commandID: String {
+        let full = "\(topic)/\(partition)@\(offset)/\(rule ?? "")"
+        guard full.utf8.count > ActivityCommand.maxIDBytes else { return full }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in full.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        return "event-" + String(hash, radix: 16) + "@\(offset)"
+    }
+
     init(json: JSONValue, path: String) throws(FieldError) {
         let reader = try FieldReader(json, path: path, what: "a source")
         try reader.rejectUnknown(["topic", "partition", "offset", "rule"])

@@ -1,4 +1,4 @@
-import LiveDispatchCore
+@testable import LiveDispatchCore
 import Testing
 
 @Suite("Command idempotency")
@@ -79,5 +79,24 @@ struct IdempotencyTests {
         } catch {
             #expect(error.field == "command_ids[0].at")
         }
+    }
+}
+
+@Suite("Command ids of routed events")
+struct RoutedCommandIDTests {
+    @Test("the same event and rule make the same id, any other event or rule another; long names are hashed within the limit")
+    func derived() throws {
+        let source = try CommandSource(json: ["topic": "sports.scores", "partition": 3, "offset": 1234, "rule": "goal"], path: "source")
+        #expect(source.commandID == "sports.scores/3@1234/goal")
+        let again = try CommandSource(json: ["topic": "sports.scores", "partition": 3, "offset": 1234, "rule": "goal"], path: "source")
+        #expect(again.commandID == source.commandID)
+        let other = try CommandSource(json: ["topic": "sports.scores", "partition": 3, "offset": 1235, "rule": "goal"], path: "source")
+        #expect(other.commandID != source.commandID)
+        let long = try CommandSource(json: ["topic": .string(String(repeating: "t", count: 249)), "partition": 0, "offset": 7, "rule": "r"], path: "source")
+        let longOther = try CommandSource(json: ["topic": .string(String(repeating: "t", count: 249)), "partition": 0, "offset": 7, "rule": "s"], path: "source")
+        #expect(long.commandID.utf8.count <= ActivityCommand.maxIDBytes && long.commandID != longOther.commandID)
+        var command = ActivityCommand(activityID: try ActivityID("a"))
+        command.id = long.commandID
+        #expect((try? ActivityCommand(json: command.json))?.id == long.commandID, "a derived id always decodes")
     }
 }
