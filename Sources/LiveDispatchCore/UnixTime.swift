@@ -166,3 +166,19 @@ private struct DigitScanner {
         return nil
     }
 }
+
+extension Int {
+    /// `value` rounded toward zero, saturated to Int's range; 0 for NaN. A
+    /// conversion that cannot trap, for counts and rates computed in Double.
+    public init(saturating value: Double) {
+        if value.isNaN {
+            self = 0
+        } else if value >= 9.2e18 {
+            self = Int.max
+        } else if value <= -9.2e18 {
+            self = Int.min
+        } else {
+            self = Int(exactly: value.rounded(.towardZero)) ?? 0
+        }
+    }
+}

@@ -56,7 +56,7 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         }
         configuration.coalesce.window = windowSeconds
         configuration.coalesce.maxDelay = max(configuration.coalesce.maxDelay, windowSeconds)
-        let total = Int(Double(rate) * seconds)
+        let total = Int(saturating: Double(rate) * seconds)
         var options = Worker.Options()
         options.simulatorHistory = max(100_000, total * tokens * 2)
         let worker = try await Worker.start(configuration: configuration, options: options, logger: logger)
@@ -97,7 +97,7 @@ struct BenchWorkerCommand: AsyncParsableCommand {
             var published = 0
             pending = []
             while published < total {
-                let due = min(total, Int((Date().timeIntervalSince1970 - start) * Double(rate)) + 1)
+                let due = min(total, Int(saturating: (Date().timeIntervalSince1970 - start) * Double(rate)) + 1)
                 while published < due {
                     let match = published % activities
                     scores[match] += 1
@@ -131,12 +131,12 @@ struct BenchWorkerCommand: AsyncParsableCommand {
                 else { continue }
                 let published = sentAt[match][Int(score) - 1]
                 latencies.append(push.receivedAt - published)
-                let second = min(max(0, Int((published - start).rounded(.down))), 3_600)
+                let second = min(max(0, Int(saturating: (published - start).rounded(.down))), 3_600)
                 slowestBySecond[second] = max(slowestBySecond[second] ?? 0, push.receivedAt - published)
             }
             latencies.sort()
             func percentile(_ p: Double) -> Double {
-                latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] * 1000
+                latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(saturating: Double(latencies.count) * p))] * 1000
             }
             let elapsed = finished - start
             print("""

@@ -169,9 +169,9 @@ struct RulesCommand: ParsableCommand {
                 total += measurement.events
                 seconds += measurement.seconds
                 cpuSeconds += measurement.cpuSeconds
-                print("\(measurement.name): \(measurement.events) events, \(measurement.commands) commands, \(Int(measurement.eventsPerCPUSecond)) events/s per core (CPU time), \(Int(measurement.eventsPerSecond)) events/s wall clock")
+                print("\(measurement.name): \(measurement.events) events, \(measurement.commands) commands, \(Int(saturating: measurement.eventsPerCPUSecond)) events/s per core (CPU time), \(Int(saturating: measurement.eventsPerSecond)) events/s wall clock")
             }
-            print("all: \(Int(Double(total) / cpuSeconds)) events/s per core (CPU time), \(Int(Double(total) / seconds)) events/s wall clock")
+            print("all: \(Int(saturating: Double(total) / cpuSeconds)) events/s per core (CPU time), \(Int(saturating: Double(total) / seconds)) events/s wall clock")
         }
     }
 }

@@ -64,3 +64,13 @@ struct HostileDateTests {
         #expect(text.contains(#""timestamp":9223372036854775807"#))
     }
 }
+
+@Suite("Saturating conversions")
+struct SaturatingConversionTests {
+    @Test("Doubles out of Int's range, infinities and NaN convert without trapping")
+    func saturating() {
+        #expect(Int(saturating: 12.9) == 12 && Int(saturating: -12.9) == -12)
+        #expect(Int(saturating: 1e300) == Int.max && Int(saturating: .infinity) == Int.max)
+        #expect(Int(saturating: -1e300) == Int.min && Int(saturating: .nan) == 0)
+    }
+}

@@ -43,7 +43,7 @@ public struct WorkerMetrics: Sendable {
     func pushSent(_ outcome: APNsOutcome, seconds: Double) {
         counter("livedispatch_pushes_total", [("outcome", outcome.label)]).increment()
         Timer(label: "livedispatch_push_duration_seconds", dimensions: [], factory: factory)
-            .recordNanoseconds(Int64(seconds * 1e9))
+            .recordNanoseconds(Int64(Int(saturating: seconds * 1e9)))
     }
 
     func observe(_ observation: PartitionDispatcher.Observation) {
