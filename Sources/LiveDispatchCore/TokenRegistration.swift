@@ -61,10 +61,15 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
     /// When the worker stored the registration (kept in `token-store`); a
     /// token whose activity never gets a state expires `activity.max_age` after it.
     public var registeredAt: UnixTime?
+    /// How the last push to the token ended, as the dispatcher records it in
+    /// `token-store` (see ``TokenOutcome``); a registration on `tokens` that
+    /// carries one has it ignored.
+    public var lastOutcome: TokenOutcome?
 
     public init(
         activityID: ActivityID, token: DeviceToken, action: Action = .register,
-        environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil, registeredAt: UnixTime? = nil
+        environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil, registeredAt: UnixTime? = nil,
+        lastOutcome: TokenOutcome? = nil
     ) {
         self.activityID = activityID
         self.token = token
@@ -72,6 +77,7 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
         self.environment = environment
         self.expiresAt = expiresAt
         self.registeredAt = registeredAt
+        self.lastOutcome = lastOutcome
     }
 
     public init(json: JSONValue) throws(FieldError) {
@@ -82,9 +88,12 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
         for field in ["audience", "attributes_type"] where reader.fields[field] != nil {
             throw FieldError(field: field, message: "belongs to a push_to_start token; an update token names only its activity_id")
         }
-        try reader.rejectUnknown(["kind", "activity_id", "token", "action", "environment", "expires_at", "registered_at"])
+        try reader.rejectUnknown(["kind", "activity_id", "token", "action", "environment", "expires_at", "registered_at", "last_outcome"])
         activityID = try reader.requiredActivityID("activity_id")
         (token, action, environment, expiresAt, registeredAt) = try Self.commonFields(reader)
+        lastOutcome = try reader.object("last_outcome").map { value throws(FieldError) in
+            try TokenOutcome(FieldReader(value, path: reader.name("last_outcome"), what: "a token outcome"))
+        }
     }
 
     /// The fields both kinds share: token, action, environment, expiry and
@@ -128,6 +137,7 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
     public var json: JSONValue {
         var fields = Self.commonJSON(token: token, action: action, environment: environment, expiresAt: expiresAt, registeredAt: registeredAt)
         fields["activity_id"] = .string(activityID.rawValue)
+        if let lastOutcome { fields["last_outcome"] = lastOutcome.json }
         return .object(fields)
     }
 
