@@ -51,7 +51,7 @@ public final class APNsSimulator: Sendable {
         /// Event loop threads; default: one per core.
         public var threads: Int
         /// Broadcast channels the app may keep at once (APNs: 10,000 per app and environment).
-        public var channelLimit: Int = ChannelRegistry.appleLimit
+        public var channelLimit: Int
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, teamID: String, keyID: String,
@@ -59,8 +59,9 @@ public final class APNsSimulator: Sendable {
             initialMaxConcurrentStreams: Int = 1, certificate: SimulatorCertificate? = nil, faults: SimulatorFaults = SimulatorFaults(),
             recordFile: String? = nil, historyLimit: Int = 10_000, tokenUpdateInterval: Int64? = 1200,
             clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
-            threads: Int = System.coreCount
+            threads: Int = System.coreCount, channelLimit: Int = ChannelRegistry.appleLimit
         ) {
+            self.channelLimit = channelLimit
             self.host = host
             self.port = port
             self.teamID = teamID
