@@ -33,6 +33,7 @@ extension Worker {
         _ configuration: WorkerConfiguration, environment: APNsEnvironment, bundleID: String, logger: Logger
     ) throws -> (BroadcastChannelClient, APNsConnectionPool) {
         let apns = configuration.apns
+        let endpoint = try channelManagementEndpoint(apns, environment: environment)
         var trustRoots: [NIOSSLCertificate] = []
         for path in apns.trustRoots {
             do {
@@ -48,7 +49,6 @@ extension Worker {
             throw WorkerStartError("apns.key_path: \(apns.keyPath) cannot be read (\(error.localizedDescription))")
         }
         let signingKey = try APNsSigningKey(pemRepresentation: pem, keyID: apns.keyID, teamID: apns.teamID)
-        let endpoint = try channelManagementEndpoint(apns, environment: environment)
         let pool = try APNsConnectionPool(
             configuration: APNsClientConfiguration(
                 endpoint: endpoint, connections: 1, requestTimeout: apns.requestTimeout, additionalTrustRoots: trustRoots),
