@@ -12,7 +12,7 @@ struct ChannelsCommandTests {
     static let bundleID = "com.example.channels"
 
     /// A simulator process allowing `channelLimit` channels, and a configuration file pointing at it.
-    func withSimulator(channelLimit: Int, _ body: (_ configuration: String, _ directory: URL) async throws -> Void) async throws {
+    func withSimulator(channelLimit: Int, _ body: (_ configuration: String, _ directory: URL, _ port: Int) async throws -> Void) async throws {
         let directory = try TestPaths.temporaryDirectory("channels-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
         let key = directory.appendingPathComponent("key.p8").path
@@ -22,7 +22,7 @@ struct ChannelsCommandTests {
         let simulator = try BackgroundProcess([
             "simulate", "apns", "--port", "0", "--team-id", Self.teamID, "--key-id", Self.keyID, "--key", key,
             "--bundle-id", Self.bundleID, "--cert-out", certificate, "--threads", "1",
-            "--channel-limit", String(channelLimit),
+            "--channel-limit", String(channelLimit), "--record", directory.appendingPathComponent("pushes.jsonl").path,
         ])
         let listening = try await simulator.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("listening: ") }
         let port = listening.split(separator: ":").last.map(String.init) ?? ""
@@ -38,7 +38,7 @@ struct ChannelsCommandTests {
               trust_roots: [\(certificate)]
             """.utf8).write(to: URL(fileURLWithPath: configuration))
         do {
-            try await body(configuration, directory)
+            try await body(configuration, directory, Int(port) ?? 0)
         } catch {
             _ = try? await simulator.stop()
             throw error
@@ -52,7 +52,7 @@ struct ChannelsCommandTests {
 
     @Test("create prints an id, list and get show it, delete removes it; the limit and unknown ids fail clearly")
     func lifecycle() async throws {
-        try await withSimulator(channelLimit: 2) { configuration, _ in
+        try await withSimulator(channelLimit: 2) { configuration, directory, port in
             let first = try channels(["create", "--storage-policy", "most-recent"], configuration: configuration)
             #expect(first.status == 0, "\(first.standardError)")
             let firstID = first.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -63,6 +63,26 @@ struct ChannelsCommandTests {
 
             let listed = try channels(["list"], configuration: configuration)
             #expect(listed.standardOutput.split(separator: "\n").map(String.init) == [firstID, secondID])
+            // A broadcast to the new channel (nghttp, a token from the simulator's --print-token) is counted for it.
+            let jwt = try runProcess([
+                "simulate", "apns", "--print-token", "--team-id", Self.teamID, "--key-id", Self.keyID,
+                "--key", directory.appendingPathComponent("key.p8").path,
+            ]).standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+            let sent = try await nghttp(
+                port: port, path: "/4/broadcasts/apps/\(Self.bundleID)",
+                headers: [
+                    (":method", "POST"), ("authorization", "bearer \(jwt)"), ("apns-push-type", "liveactivity"),
+                    ("apns-channel-id", firstID), ("apns-priority", "10"), ("apns-expiration", "1764003600"),
+                ],
+                body: #"{"aps":{"event":"update","timestamp":1764000000,"content-state":{"home":1}}}"#,
+                certificateFile: directory.appendingPathComponent("sim.pem"), directory: directory)
+            #expect(sent.statuses.values.contains(200), "\(sent.errors)")
+            let recorded = try await waitFor("the broadcast in the record file", timeout: .seconds(30)) {
+                recordedPushes(directory.appendingPathComponent("pushes.jsonl")).first { $0.value["channel"]?.stringValue == firstID }
+            }
+            #expect(recorded.event == "update")
+            #expect(recorded.token.isEmpty)
+
             let read = try channels(["get", firstID], configuration: configuration)
             let info = try JSONValue.parse(read.standardOutput)
             #expect(info["message_storage_policy"]?.integerValue == 1)
@@ -84,7 +104,7 @@ struct ChannelsCommandTests {
 
     @Test("bad options and configurations are refused with what is wrong")
     func errors() async throws {
-        try await withSimulator(channelLimit: 10) { configuration, directory in
+        try await withSimulator(channelLimit: 10) { configuration, directory, _ in
             let policy = try channels(["create", "--storage-policy", "forever"], configuration: configuration)
             #expect(policy.status != 0)
             #expect(policy.standardError.contains("--storage-policy"))
