@@ -53,6 +53,8 @@ struct APNsRequestRules: Sendable {
         var expiration: String?
         var apnsID: String?
         var collapseID: String?
+        var channelID: String?
+        var requestID: String?
         var hasDuplicates = false
 
         /// Reads the fields the rules need; the others stay bytes.
@@ -80,6 +82,10 @@ struct APNsRequestRules: Sendable {
                     set(&apnsID, index)
                 } else if block.name(at: index, is: "apns-collapse-id") {
                     set(&collapseID, index)
+                } else if block.name(at: index, is: "apns-channel-id") {
+                    set(&channelID, index)
+                } else if block.name(at: index, is: "apns-request-id") {
+                    set(&requestID, index)
                 }
             }
         }
@@ -90,6 +96,8 @@ struct APNsRequestRules: Sendable {
         var response: SimulatedResponse
         var deviceToken: String?
         var apnsID: String
+        /// The channel an accepted broadcast went to.
+        var channelID: String? = nil
         /// The decoded `aps.event`, when the payload was accepted.
         var event: String?
         var isAccepted: Bool { response.status == 200 }
@@ -164,7 +172,7 @@ struct APNsRequestRules: Sendable {
     }
 
     /// Nil when the token is acceptable; the APNs reason otherwise.
-    private func checkProviderToken(_ authorization: String?, state: inout ConnectionTokenState, now: Int64)
+    func checkProviderToken(_ authorization: String?, state: inout ConnectionTokenState, now: Int64)
         -> String?
     {
         if let authorization, let known = state.token, authorization == known {
