@@ -128,11 +128,17 @@ struct WorkerAPI: APIProtocol {
     }
 
     func unregisterToken(_ input: Operations.UnregisterToken.Input) async throws -> Operations.UnregisterToken.Output {
+        // The query's parameters as the fields of a `tokens` record, read by
+        // its decoder: it names what is missing for the token's kind.
+        let query = input.query
         var fields: [String: JSONValue] = [
-            "activity_id": .string(input.query.activityId), "token": .string(input.path.token),
-            "action": .string(TokenRegistration.Action.unregister.rawValue),
+            "token": .string(input.path.token), "action": .string(TokenRegistration.Action.unregister.rawValue),
         ]
-        if let environment = input.query.environment { fields["environment"] = .string(environment.rawValue) }
+        let given: [(String, String?)] = [
+            ("kind", query.kind?.rawValue), ("activity_id", query.activityId), ("audience", query.audience),
+            ("attributes_type", query.attributesType), ("environment", query.environment?.rawValue),
+        ]
+        for case (let name, let value?) in given { fields[name] = .string(value) }
         return Self.answer(
             await submit(registration: .object(fields), inParameters: true),
             accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })

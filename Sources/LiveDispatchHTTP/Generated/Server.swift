@@ -940,7 +940,13 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
             }
         )
     }
-    /// Unregister a device's update token from an activity
+    /// Unregister a device's update token from an activity, or a push-to-start token from an audience
+    ///
+    /// An update token (`kind` update, the default) is named with the
+    /// `activity_id` it was registered for; a push-to-start token (`kind`
+    /// push_to_start) with its `audience` and `attributes_type`, as
+    /// registered.
+    ///
     ///
     /// - Remark: HTTP `DELETE /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/delete(unregisterToken)`.
@@ -964,12 +970,33 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                     as: Components.Schemas.DeviceToken.self
                 ))
                 let query: Operations.UnregisterToken.Input.Query = .init(
-                    activityId: try converter.getRequiredQueryItemAsURI(
+                    kind: try converter.getOptionalQueryItemAsURI(
+                        in: request.soar_query,
+                        style: .form,
+                        explode: true,
+                        name: "kind",
+                        as: Operations.UnregisterToken.Input.Query.KindPayload.self
+                    ),
+                    activityId: try converter.getOptionalQueryItemAsURI(
                         in: request.soar_query,
                         style: .form,
                         explode: true,
                         name: "activity_id",
                         as: Components.Schemas.ActivityID.self
+                    ),
+                    audience: try converter.getOptionalQueryItemAsURI(
+                        in: request.soar_query,
+                        style: .form,
+                        explode: true,
+                        name: "audience",
+                        as: Swift.String.self
+                    ),
+                    attributesType: try converter.getOptionalQueryItemAsURI(
+                        in: request.soar_query,
+                        style: .form,
+                        explode: true,
+                        name: "attributes_type",
+                        as: Swift.String.self
                     ),
                     environment: try converter.getOptionalQueryItemAsURI(
                         in: request.soar_query,

@@ -1019,7 +1019,13 @@ internal enum Operations {
             }
         }
     }
-    /// Unregister a device's update token from an activity
+    /// Unregister a device's update token from an activity, or a push-to-start token from an audience
+    ///
+    /// An update token (`kind` update, the default) is named with the
+    /// `activity_id` it was registered for; a push-to-start token (`kind`
+    /// push_to_start) with its `audience` and `attributes_type`, as
+    /// registered.
+    ///
     ///
     /// - Remark: HTTP `DELETE /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/delete(unregisterToken)`.
@@ -1043,22 +1049,46 @@ internal enum Operations {
             internal var path: Operations.UnregisterToken.Input.Path
             /// - Remark: Generated from `#/paths/v1/tokens/{token}/DELETE/query`.
             internal struct Query: Sendable, Hashable {
-                /// The activity the token was registered for.
+                /// - Remark: Generated from `#/paths/v1/tokens/{token}/DELETE/query/kind`.
+                internal enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case update = "update"
+                    case pushToStart = "push_to_start"
+                }
+                /// - Remark: Generated from `#/paths/v1/tokens/{token}/DELETE/query/kind`.
+                internal var kind: Operations.UnregisterToken.Input.Query.KindPayload?
+                /// The activity an update token was registered for (required for an update token).
                 ///
                 /// - Remark: Generated from `#/paths/v1/tokens/{token}/DELETE/query/activity_id`.
-                internal var activityId: Components.Schemas.ActivityID
+                internal var activityId: Components.Schemas.ActivityID?
+                /// The audience a push-to-start token was registered in (required for a push-to-start token).
+                ///
+                /// - Remark: Generated from `#/paths/v1/tokens/{token}/DELETE/query/audience`.
+                internal var audience: Swift.String?
+                /// The attributes type a push-to-start token was registered for (required for a push-to-start token).
+                ///
+                /// - Remark: Generated from `#/paths/v1/tokens/{token}/DELETE/query/attributes_type`.
+                internal var attributesType: Swift.String?
                 /// - Remark: Generated from `#/paths/v1/tokens/{token}/DELETE/query/environment`.
                 internal var environment: Components.Schemas.Environment?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - activityId: The activity the token was registered for.
+                ///   - kind:
+                ///   - activityId: The activity an update token was registered for (required for an update token).
+                ///   - audience: The audience a push-to-start token was registered in (required for a push-to-start token).
+                ///   - attributesType: The attributes type a push-to-start token was registered for (required for a push-to-start token).
                 ///   - environment:
                 internal init(
-                    activityId: Components.Schemas.ActivityID,
+                    kind: Operations.UnregisterToken.Input.Query.KindPayload? = nil,
+                    activityId: Components.Schemas.ActivityID? = nil,
+                    audience: Swift.String? = nil,
+                    attributesType: Swift.String? = nil,
                     environment: Components.Schemas.Environment? = nil
                 ) {
+                    self.kind = kind
                     self.activityId = activityId
+                    self.audience = audience
+                    self.attributesType = attributesType
                     self.environment = environment
                 }
             }
@@ -1083,7 +1113,7 @@ internal enum Operations {
             ///   - headers:
             internal init(
                 path: Operations.UnregisterToken.Input.Path,
-                query: Operations.UnregisterToken.Input.Query,
+                query: Operations.UnregisterToken.Input.Query = .init(),
                 headers: Operations.UnregisterToken.Input.Headers = .init()
             ) {
                 self.path = path

@@ -25,7 +25,13 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/tokens`.
     /// - Remark: Generated from `#/paths//v1/tokens/post(registerToken)`.
     func registerToken(_ input: Operations.RegisterToken.Input) async throws -> Operations.RegisterToken.Output
-    /// Unregister a device's update token from an activity
+    /// Unregister a device's update token from an activity, or a push-to-start token from an audience
+    ///
+    /// An update token (`kind` update, the default) is named with the
+    /// `activity_id` it was registered for; a push-to-start token (`kind`
+    /// push_to_start) with its `audience` and `attributes_type`, as
+    /// registered.
+    ///
     ///
     /// - Remark: HTTP `DELETE /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/delete(unregisterToken)`.
@@ -162,13 +168,19 @@ extension APIProtocol {
             body: body
         ))
     }
-    /// Unregister a device's update token from an activity
+    /// Unregister a device's update token from an activity, or a push-to-start token from an audience
+    ///
+    /// An update token (`kind` update, the default) is named with the
+    /// `activity_id` it was registered for; a push-to-start token (`kind`
+    /// push_to_start) with its `audience` and `attributes_type`, as
+    /// registered.
+    ///
     ///
     /// - Remark: HTTP `DELETE /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/delete(unregisterToken)`.
     internal func unregisterToken(
         path: Operations.UnregisterToken.Input.Path,
-        query: Operations.UnregisterToken.Input.Query,
+        query: Operations.UnregisterToken.Input.Query = .init(),
         headers: Operations.UnregisterToken.Input.Headers = .init()
     ) async throws -> Operations.UnregisterToken.Output {
         try await unregisterToken(Operations.UnregisterToken.Input(
