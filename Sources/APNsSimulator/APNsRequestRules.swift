@@ -195,12 +195,13 @@ struct APNsRequestRules: Sendable {
         let outcome = outcomes[chosen]
         switch outcome {
         case .valid(let issuedAt):
+            // A connection keeps the key of its first token.
+            if state.token != nil, state.key != chosen { return "UnrelatedKeyIdInToken" }
             if let interval = tokenUpdateInterval, state.token != nil,
                 now - state.issuedAt <= ProviderTokenVerifier.lifetime, now - state.acceptedAt < interval
             {
                 return "TooManyProviderTokenUpdates"
             }
-            if state.token != nil, state.key != chosen { return "UnrelatedKeyIdInToken" }
             state = ConnectionTokenState(token: authorization, issuedAt: issuedAt, acceptedAt: now, key: chosen, boundBundle: state.boundBundle)
             return nil
         case .missing, .invalid, .expired:
