@@ -39,7 +39,7 @@ public struct WorkerConfiguration: Sendable, Hashable {
         public var keyID = ""
         /// Path of the `.p8` signing key (PKCS#8 PEM).
         public var keyPath = ""
-        /// Connections per (host, team).
+        /// Connections per (host, key, bundle id): one pool each.
         public var connections = 2
         /// Deadline of one request.
         public var requestTimeout: Double = 10
