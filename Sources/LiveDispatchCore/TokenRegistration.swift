@@ -108,7 +108,8 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
             throw FieldError(field: "action", message: "\(actionName.debugDescription) is not an action (expected register or unregister)")
         }
         let named = try reader.appName()
-        let app = try apps.resolve(named)
+        // An unregistration removes the token whatever its app.
+        let app = try apps.resolve(named, required: action == .register)
         var environment = app?.environment ?? .production
         if let environmentName = try reader.string("environment") {
             guard let given = APNsEnvironment(rawValue: environmentName) else {

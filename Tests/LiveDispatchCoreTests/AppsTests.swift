@@ -57,6 +57,8 @@ struct AppsTests {
         #expect(missing?.message == "is required: this deployment sends for several apps (scores, courier)")
         let malformed = field { _ = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)", "app": "no spaces"}"#)) }
         #expect(malformed?.field == "app", "the shape is checked even without a directory")
+        let unregister = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)", "action": "unregister"}"#), apps: apps)
+        #expect(unregister.json["action"] == "unregister", "an unregistration need not name the app")
         let notText = field { _ = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)", "app": 7}"#)) }
         #expect(notText?.field == "app")
     }
