@@ -10,12 +10,20 @@ screenshots of each view.
 The worker must be bound to loopback (the read views need no key there) and
 know KEY with the ingest, read and admin scopes. Steps: the activities list
 shows each expected activity with its Lock Screen text; the activity page
-shows the same text on its Lock Screen preview and a push history; the rule
+shows the same text on its Lock Screen preview, a push history, and its
+tokens, each with its last outcome (delivered with the final `end`); the rule
 playground explains a goal event; an `end` sent before its activity had a
 state is dead-lettered, then replayed with the Replay button once the
 activity exists, and the activity is seen ended. Any step that does not
 happen within its deadline, and any script error or Content-Security-Policy
 violation in the page, fails the check (exit status 1).
+
+  console-check.py --url http://<non-loopback address>:PORT/ --read-key KEY \
+      --expect ACTIVITY=TEXT --screenshots DIR
+
+checks instead a worker bound to a non-loopback address (`0.0.0.0`), opened
+through that address: the console asks for a key, refuses a wrong one with
+the worker's reason, and with KEY (the `read` scope) shows the activities.
 """
 
 import argparse
@@ -60,10 +68,40 @@ def step(name):
     print("console-check: " + name, flush=True)
 
 
+def check_key_prompt(page, base, read_key, expected, shot):
+    """A worker not bound to loopback: the console asks for a key, refuses a
+    wrong one with the worker's reason, and shows the activities with the
+    right one."""
+    step("key prompt")
+    page.goto(base)
+    notice = page.locator("#notice")
+    expect(notice).to_contain_text("not bound to localhost")
+    expect(notice).to_contain_text("read scope")
+    expect(page.locator("#key-form")).to_have_class("key prompt")
+    expect(page.locator("#activities tbody tr")).to_have_count(0)
+    shot("console-key-prompt.png")
+
+    step("a wrong key is refused")
+    page.fill("#key-input", "not-" + read_key)
+    page.locator("#key-form button[type=submit]").click()
+    expect(notice).to_contain_text("The API key was refused: the API key is not known to this worker")
+    expect(page.locator("#activities tbody tr")).to_have_count(0)
+
+    step("the read key shows the activities")
+    page.fill("#key-input", read_key)
+    page.locator("#key-form button[type=submit]").click()
+    for activity, text in expected.items():
+        row = page.locator(f'#activities tbody tr[data-activity="{activity}"]')
+        expect(row.locator("td.lock-text")).to_have_text(text)
+    expect(notice).to_be_hidden()
+    expect(page.locator("#key-form")).to_have_class("key")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", required=True)
-    parser.add_argument("--admin-key", required=True)
+    parser.add_argument("--admin-key")
+    parser.add_argument("--read-key", help="check the key prompt of a worker not bound to loopback with this read key")
     parser.add_argument("--expect", action="append", default=[], help="ACTIVITY=LOCK SCREEN TEXT")
     parser.add_argument("--screenshots", required=True)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
@@ -71,6 +109,8 @@ def main():
     expected = dict(item.split("=", 1) for item in arguments.expect)
     if not expected:
         parser.error("give at least one --expect ACTIVITY=TEXT")
+    if (arguments.admin_key is None) == (arguments.read_key is None):
+        parser.error("give --admin-key (a worker on loopback) or --read-key (one that is not)")
     os.makedirs(arguments.screenshots, exist_ok=True)
     base = arguments.url
 
@@ -86,9 +126,19 @@ def main():
         expect.set_options(timeout=DEADLINE_MS)
         problems = []
         page.on("pageerror", lambda error: problems.append("script error: " + str(error)))
-        # A 429 is the worker asking to retry (one Kafka read at a time), which the console does.
+        # A 429 is the worker asking to retry (one Kafka read at a time),
+        # which the console does; a 401 is the key prompt's cause.
+        expected_statuses = ["status of 429"] + (["status of 401"] if arguments.read_key is not None else [])
         page.on("console", lambda message: problems.append("console " + message.type + ": " + message.text)
-                if message.type == "error" and "status of 429" not in message.text else None)
+                if message.type == "error" and not any(status in message.text for status in expected_statuses) else None)
+
+        if arguments.read_key is not None:
+            check_key_prompt(page, base, arguments.read_key, expected, shot)
+            browser.close()
+            if problems:
+                raise AssertionError("the page reported problems:\n" + "\n".join(problems))
+            step("all checks passed")
+            return
 
         # The activities list, without a key (the worker is on loopback).
         step("activities list")
@@ -114,7 +164,13 @@ def main():
         expect(page.locator("#lock-ended")).to_be_visible()
         expect(page.locator("#pushes tbody tr").first).to_contain_text("end")
         assert page.locator("#pushes tbody tr").count() >= 2, "the push history lists fewer than 2 pushes"
-        expect(page.locator("#tokens tbody tr").first).to_be_visible()
+        # Each token's last outcome: the demo's devices all got the final `end`.
+        tokens = page.locator("#tokens tbody tr")
+        expect(tokens.first).to_be_visible()
+        for index in range(tokens.count()):
+            outcome = tokens.nth(index).locator("td.outcome")
+            expect(outcome).to_have_attribute("data-result", "delivered")
+            expect(outcome).to_contain_text("(end)")
         shot("console-activity.png")
 
         # The rule playground: a goal becomes an update of its match.

@@ -21,6 +21,10 @@ public struct APNsClientConfiguration: Sendable {
         public static let production = Endpoint(host: "api.push.apple.com")
         /// `api.sandbox.push.apple.com:443`.
         public static let sandbox = Endpoint(host: "api.sandbox.push.apple.com")
+        /// `api-manage-broadcast.push.apple.com:2196`: broadcast channel management, production.
+        public static let channelManagementProduction = Endpoint(host: "api-manage-broadcast.push.apple.com", port: 2196)
+        /// `api-manage-broadcast.sandbox.push.apple.com:2195`: broadcast channel management, development.
+        public static let channelManagementSandbox = Endpoint(host: "api-manage-broadcast.sandbox.push.apple.com", port: 2195)
 
         /// Parses `https://host:port` (port defaults to 443).
         public init(url: String) throws(APNsError) {

@@ -48,6 +48,8 @@ public final class APNsConnectionPool: Sendable {
     /// Who waits for a request's outcome.
     private enum Waiter: Sendable {
         case single(CheckedContinuation<APNsOutcome, Never>)
+        /// Wants the answer itself too (channel management reads its headers and body).
+        case exchange(CheckedContinuation<APNsExchange, Never>)
         case batch(BatchCollector, index: Int)
         case callback(@Sendable (Int, APNsOutcome) -> Void, index: Int)
     }
@@ -71,6 +73,8 @@ public final class APNsConnectionPool: Sendable {
         var machine: StateMachine
         var pending: [Int: Pending] = [:]
         var connections: [Int: APNsConnection] = [:]
+        /// Answers kept for requests whose waiter is ``Waiter/exchange(_:)``, until they complete.
+        var answers: [Int: APNsResponse] = [:]
         /// The current connection attempt of each connection id: events of
         /// an earlier channel with the same id are dropped.
         var attempts: [Int: Int] = [:]
@@ -83,7 +87,7 @@ public final class APNsConnectionPool: Sendable {
     /// and performed after it is released.
     private struct Effects {
         var executions: [(connection: APNsConnection, executions: [APNsConnection.Execution])] = []
-        var finished: [(pending: Pending, outcome: APNsOutcome, withoutResponse: Bool)] = []
+        var finished: [(pending: Pending, outcome: APNsOutcome, answer: APNsResponse?, withoutResponse: Bool)] = []
         var connects: [Int] = []
         var reconnects: [(connection: Int, delay: Double)] = []
         var cancels: [(connection: APNsConnection, request: Int)] = []
@@ -158,6 +162,21 @@ public final class APNsConnectionPool: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 arrive(first: id, count: 1, request: { _ in request }, waiter: { _ in .single(continuation) })
+                if Task.isCancelled { cancel(id..<(id + 1)) }
+            }
+        } onCancel: {
+            cancel(id..<(id + 1))
+        }
+    }
+
+    /// Sends one request and returns the server's answer with its
+    /// classification: for requests whose answer carries data (channel
+    /// management). Retries, deadlines and provider tokens are as in ``send(_:)``.
+    public func exchange(_ request: APNsRequest) async -> APNsExchange {
+        let id = nextRequestID.wrappingAdd(1, ordering: .relaxed).oldValue
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                arrive(first: id, count: 1, request: { _ in request }, waiter: { _ in .exchange(continuation) })
                 if Task.isCancelled { cancel(id..<(id + 1)) }
             }
         } onCancel: {
@@ -293,11 +312,12 @@ public final class APNsConnectionPool: Sendable {
                     if let connection = state.connections[connectionID] { effects.cancels.append((connection, request)) }
                 case .complete(let request, let outcome):
                     if let pending = state.pending.removeValue(forKey: request) {
-                        effects.finished.append((pending, outcome, false))
+                        effects.finished.append((pending, outcome, state.answers.removeValue(forKey: request), false))
                     }
                 case .fail(let request, let outcome):
                     if let pending = state.pending.removeValue(forKey: request) {
-                        effects.finished.append((pending, outcome, true))
+                        state.answers[request] = nil
+                        effects.finished.append((pending, outcome, nil, true))
                     }
                 case .ping(let connectionID):
                     if let connection = state.connections[connectionID] { effects.pings.append(connection) }
@@ -329,9 +349,9 @@ public final class APNsConnectionPool: Sendable {
                 self?.update { $0.machine.reconnectDue(id) }
             }
         }
-        for (pending, outcome, withoutResponse) in effects.finished {
+        for (pending, outcome, answer, withoutResponse) in effects.finished {
             if withoutResponse { metrics.failure(outcome.metricReason) }
-            finish(pending, outcome)
+            finish(pending, outcome, answer: answer)
         }
         for waiter in effects.shutdownWaiters { waiter.resume() }
     }
@@ -434,7 +454,9 @@ public final class APNsConnectionPool: Sendable {
         update(connection: id, attempt: attempt) { state in
             for (request, response) in responses {
                 // A server that echoes no apns-id gets the request's own.
-                let apnsID = state.pending[request]?.request.apnsID ?? ""
+                let pending = state.pending[request]
+                let apnsID = pending?.request.apnsID ?? ""
+                if case .exchange = pending?.waiter { state.answers[request] = response }
                 classified.append((request, response.outcome(requestAPNsID: apnsID)))
             }
             return state.machine.responsesReceived(classified, on: id, now: now)
@@ -451,7 +473,7 @@ public final class APNsConnectionPool: Sendable {
     }
 
     /// Resumes the caller of a request already removed from `pending`.
-    private func finish(_ pending: Pending, _ outcome: APNsOutcome) {
+    private func finish(_ pending: Pending, _ outcome: APNsOutcome, answer: APNsResponse? = nil) {
         let elapsed = NIODeadline.now() - pending.startedAt
         metrics.completed(outcome, nanoseconds: elapsed.nanoseconds)
         if case .misconfigured(let error) = outcome {
@@ -461,6 +483,10 @@ public final class APNsConnectionPool: Sendable {
         }
         switch pending.waiter {
         case .single(let continuation): continuation.resume(returning: outcome)
+        case .exchange(let continuation):
+            continuation.resume(
+                returning: APNsExchange(
+                    outcome: outcome, status: answer?.status, headers: answer?.headers ?? [:], body: answer?.body ?? []))
         case .batch(let collector, let index): collector.record(outcome, at: index)
         case .callback(let body, let index): body(index, outcome)
         }

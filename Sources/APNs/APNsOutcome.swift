@@ -46,6 +46,24 @@ public enum APNsOutcome: Sendable, Hashable {
     }
 }
 
+/// The answer to a request sent with ``APNsConnectionPool/exchange(_:)``:
+/// its classification, and the status, headers and body when the server
+/// answered (nil status: no answer, see `outcome`).
+public struct APNsExchange: Sendable, Hashable {
+    public var outcome: APNsOutcome
+    public var status: Int?
+    /// Response headers by lowercase name.
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(outcome: APNsOutcome, status: Int?, headers: [String: String], body: [UInt8]) {
+        self.outcome = outcome
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
 /// A response from the server, before classification.
 struct APNsResponse: Sendable, Hashable {
     var status: Int
@@ -85,7 +103,7 @@ struct APNsResponse: Sendable, Hashable {
     /// Classifies the response. `requestAPNsID` stands in when a server
     /// echoes no `apns-id`.
     func outcome(requestAPNsID: String) -> APNsOutcome {
-        if status == 200 {
+        if (200..<300).contains(status) {
             return .delivered(apnsID: headers["apns-id"] ?? requestAPNsID)
         }
         let (parsedReason, timestamp) = reasonAndTimestamp

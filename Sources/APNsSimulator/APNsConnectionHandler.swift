@@ -17,7 +17,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var session: NGHTTP2ServerSession?
     private var requests: [Int32: ReceivedRequest] = [:]
     /// Accepted requests whose 200 is delayed, kept to record them when answered.
-    private var acceptedRequests: [Int32: (request: ReceivedRequest, deviceToken: String)] = [:]
+    private var acceptedRequests: [Int32: (request: ReceivedRequest, recipient: PushRecipient)] = [:]
     private var tokenState = ConnectionTokenState()
     private var random = FastRandom()
     /// The faults in force, read once per batch of bytes rather than per frame.
@@ -107,16 +107,24 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             requests[stream]?.appendBody(bytes)
         case .requestComplete(let stream):
             guard let request = requests.removeValue(forKey: stream) else { return }
-            let verdict = rules.evaluate(
-                request, tokenState: &tokenState, now: Int64(clock().rounded(.down)),
-                generatedID: { random.uuid() })
+            let now = Int64(clock().rounded(.down))
+            let verdict =
+                APNsRequestRules.isChannelRequest(request)
+                ? state.withChannels { channels in
+                    rules.evaluateChannelRequest(
+                        request, tokenState: &tokenState, channels: &channels, now: now,
+                        generatedID: { random.uuid() },
+                        newChannelID: { ChannelRegistry.newChannelID(using: &random) })
+                }
+                : rules.evaluate(request, tokenState: &tokenState, now: now, generatedID: { random.uuid() })
+            let recipient: PushRecipient? = verdict.deviceToken.map { .device($0) } ?? verdict.channelID.map { .channel($0) }
             let actions = machine.requestReceived(
                 stream, verdict: verdict, faults: faults, sequence: state.nextSequence(), draw: random.unit())
             for action in actions {
                 if case .respond(let answered, let response, _, _) = action, answered == stream,
-                    response.status == 200, let token = verdict.deviceToken
+                    response.status == 200, verdict.isAccepted, let recipient
                 {
-                    acceptedRequests[stream] = (request, token)
+                    acceptedRequests[stream] = (request, recipient)
                 }
             }
             perform(actions, context: context)
@@ -174,9 +182,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         guard let session else { return }
         machine.responseSubmitted(stream)
         var headers: [(String, String)] = [("apns-id", apnsID)]
-        if response.status == 200, let (request, token) = acceptedRequests.removeValue(forKey: stream) {
+        headers += response.headers.map { ($0.name, $0.value) }
+        if response.status == 200, let (request, recipient) = acceptedRequests.removeValue(forKey: stream) {
             state.recorder.record(
-                deviceToken: token, apnsID: apnsID, headers: request.headers, payload: request.body,
+                recipient, apnsID: apnsID, headers: request.headers, payload: request.body,
                 connectionID: connectionID, receivedAt: clock())
         }
         let body = response.body

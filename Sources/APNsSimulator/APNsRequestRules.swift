@@ -51,6 +51,11 @@ struct APNsRequestRules: Sendable {
 
     static let liveActivitySuffix = ".push-type.liveactivity"
 
+    /// The bundle ids the key of a connection's accepted token may push for.
+    func bundles(of tokenState: ConnectionTokenState) -> Set<String> {
+        keys[min(tokenState.key, keys.count - 1)].bundleIDs
+    }
+
     /// The headers the rules read, gathered in one pass.
     struct Headers {
         var method: String?
@@ -62,6 +67,8 @@ struct APNsRequestRules: Sendable {
         var expiration: String?
         var apnsID: String?
         var collapseID: String?
+        var channelID: String?
+        var requestID: String?
         var hasDuplicates = false
 
         /// Reads the fields the rules need; the others stay bytes.
@@ -89,6 +96,10 @@ struct APNsRequestRules: Sendable {
                     set(&apnsID, index)
                 } else if block.name(at: index, is: "apns-collapse-id") {
                     set(&collapseID, index)
+                } else if block.name(at: index, is: "apns-channel-id") {
+                    set(&channelID, index)
+                } else if block.name(at: index, is: "apns-request-id") {
+                    set(&requestID, index)
                 }
             }
         }
@@ -99,6 +110,8 @@ struct APNsRequestRules: Sendable {
         var response: SimulatedResponse
         var deviceToken: String?
         var apnsID: String
+        /// The channel an accepted broadcast went to.
+        var channelID: String? = nil
         /// The decoded `aps.event`, when the payload was accepted.
         var event: String?
         var isAccepted: Bool { response.status == 200 }
@@ -138,8 +151,7 @@ struct APNsRequestRules: Sendable {
         guard let topic = headers.topic, !topic.isEmpty else { return refuse(400, "MissingTopic", token: hex) }
         // The bundle is the key's bundle the topic starts with; a
         // connection stays with the bundle of its first push.
-        let bundles = keys[min(tokenState.key, keys.count - 1)].bundleIDs
-        guard let bundleID = bundles.first(where: { topic == $0 || topic.hasPrefix($0 + ".") }) else {
+        guard let bundleID = bundles(of: tokenState).first(where: { topic == $0 || topic.hasPrefix($0 + ".") }) else {
             return refuse(400, "DeviceTokenNotForTopic", token: hex)
         }
         if let bound = tokenState.boundBundle, bound != bundleID { return refuse(400, "TopicDisallowed", token: hex) }
@@ -182,7 +194,7 @@ struct APNsRequestRules: Sendable {
     }
 
     /// Nil when the token is acceptable; the APNs reason otherwise.
-    private func checkProviderToken(_ authorization: String?, state: inout ConnectionTokenState, now: Int64)
+    func checkProviderToken(_ authorization: String?, state: inout ConnectionTokenState, now: Int64)
         -> String?
     {
         if let authorization, let known = state.token, authorization == known {

@@ -50,6 +50,8 @@ public final class APNsSimulator: Sendable {
         public var clock: @Sendable () -> Double
         /// Event loop threads; default: one per core.
         public var threads: Int
+        /// Broadcast channels the app may keep at once (APNs: 10,000 per app and environment).
+        public var channelLimit: Int
         /// Further apps accepted beside the one above, each with its key
         /// (or sharing one): a provider token is checked against the key it
         /// names, and a push's topic must be a bundle of that key.
@@ -76,8 +78,9 @@ public final class APNsSimulator: Sendable {
             initialMaxConcurrentStreams: Int = 1, certificate: SimulatorCertificate? = nil, faults: SimulatorFaults = SimulatorFaults(),
             recordFile: String? = nil, historyLimit: Int = 10_000, tokenUpdateInterval: Int64? = 1200,
             clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
-            threads: Int = System.coreCount
+            threads: Int = System.coreCount, channelLimit: Int = ChannelRegistry.appleLimit
         ) {
+            self.channelLimit = channelLimit
             self.host = host
             self.port = port
             self.teamID = teamID
@@ -144,7 +147,7 @@ public final class APNsSimulator: Sendable {
         }
         let tls = try makeTLSContext(certificate)
         let recorder = try PushRecorder(historyLimit: configuration.historyLimit, recordFile: configuration.recordFile)
-        let state = SimulatorState(faults: configuration.faults, recorder: recorder)
+        let state = SimulatorState(faults: configuration.faults, recorder: recorder, channelLimit: configuration.channelLimit)
         let rules = APNsRequestRules(
             bundleID: configuration.bundleID,
             verifier: ProviderTokenVerifier(
@@ -254,6 +257,12 @@ public final class APNsSimulator: Sendable {
 
     /// Every token that received a push, with its count and last push.
     public var tokens: [String: TokenHistory] { state.recorder.tokens }
+
+    /// Broadcasts received per channel id: how many and the last.
+    public var broadcasts: [String: TokenHistory] { state.recorder.channels }
+
+    /// The broadcast channels that exist now, in order of creation.
+    public var channelIDs: [String] { state.withChannels { $0.channelIDs } }
 
     /// Forgets what was recorded (not the JSONL file).
     public func resetRecording() { state.recorder.reset() }

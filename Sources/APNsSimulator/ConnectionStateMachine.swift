@@ -125,8 +125,9 @@ struct ConnectionStateMachine: Sendable {
         }
         answeredStreams.insert(stream)
         var actions: [Action] = []
-        // A rejection is any answer but 200: the rules' refusals and injected statuses alike.
-        if response.status == 200 {
+        // A rejection is any answer but a success (200, or 201/204 from
+        // channel management): the rules' refusals and injected statuses alike.
+        if (200..<300).contains(response.status) {
             if case .restricted = phase {
                 phase = .open
                 restrictedAfterRejection = false

@@ -2,12 +2,33 @@ import Foundation
 import LiveDispatchCore
 import Synchronization
 
+/// Who an accepted push went to.
+public enum PushRecipient: Sendable, Hashable {
+    /// A device token, lowercase hex.
+    case device(String)
+    /// Every subscriber of a broadcast channel.
+    case channel(String)
+}
+
 /// One push the simulator accepted (answered 200).
 public struct RecordedPush: Sendable, Hashable {
     /// Order of acceptance over the whole server, from 1.
     public var sequence: Int
-    /// The device token, lowercase hex.
-    public var deviceToken: String
+    public var recipient: PushRecipient
+    /// The device token, lowercase hex; empty for a broadcast.
+    public var deviceToken: String {
+        switch recipient {
+        case .device(let token): token
+        case .channel: ""
+        }
+    }
+    /// The channel of a broadcast; nil for a push to a device.
+    public var channelID: String? {
+        switch recipient {
+        case .device: nil
+        case .channel(let channelID): channelID
+        }
+    }
     public var apnsID: String
     /// Request headers except `authorization`, pseudo-headers included, in order.
     public var headerFields: [HeaderField] { receivedFields.fields.filter { $0.name != "authorization" } }
@@ -32,7 +53,8 @@ public struct RecordedPush: Sendable, Hashable {
     /// The payload as JSON (it was checked to be JSON when accepted).
     public var payloadJSON: JSONValue? { try? JSONValue.parse(payload) }
 
-    /// One JSONL line (without the newline): `sequence`, `token`, `apns_id`,
+    /// One JSONL line (without the newline): `sequence`, `token` (or
+    /// `channel` for a broadcast), `apns_id`,
     /// `connection`, `received_at`, `headers` (first value of each name) and
     /// `payload` as the JSON it was. Built byte by byte: a busy simulator
     /// writes tens of thousands a second.
@@ -46,8 +68,14 @@ public struct RecordedPush: Sendable, Hashable {
         }
         key("sequence")
         line.append(contentsOf: String(sequence).utf8)
-        key("token")
-        JSONLine.appendString(deviceToken, to: &line)
+        switch recipient {
+        case .device(let token):
+            key("token")
+            JSONLine.appendString(token, to: &line)
+        case .channel(let channelID):
+            key("channel")
+            JSONLine.appendString(channelID, to: &line)
+        }
         key("apns_id")
         JSONLine.appendString(apnsID, to: &line)
         key("connection")
@@ -118,7 +146,7 @@ public struct HeaderField: Sendable, Hashable {
     }
 }
 
-/// What one device token received.
+/// What one device token (or broadcast channel) received.
 public struct TokenHistory: Sendable, Hashable {
     public var count: Int
     public var last: RecordedPush
@@ -133,6 +161,7 @@ final class PushRecorder: Sendable {
         var history: [RecordedPush] = []
         var historyNext = 0
         var byToken: [String: TokenHistory] = [:]
+        var byChannel: [String: TokenHistory] = [:]
         var accepted = 0
     }
 
@@ -148,13 +177,13 @@ final class PushRecorder: Sendable {
     /// Records a push and returns its sequence number.
     @discardableResult
     func record(
-        deviceToken: String, apnsID: String, headers: HeaderBlock, payload: [UInt8],
+        _ recipient: PushRecipient, apnsID: String, headers: HeaderBlock, payload: [UInt8],
         connectionID: Int, receivedAt: Double
     ) -> Int {
         let push = state.withLock { state -> RecordedPush in
             state.accepted += 1
             let push = RecordedPush(
-                sequence: state.accepted, deviceToken: deviceToken, apnsID: apnsID, receivedFields: headers,
+                sequence: state.accepted, recipient: recipient, apnsID: apnsID, receivedFields: headers,
                 payload: payload, connectionID: connectionID, receivedAt: receivedAt)
             if historyLimit > 0 {
                 if state.history.count < historyLimit {
@@ -164,8 +193,12 @@ final class PushRecorder: Sendable {
                 }
                 state.historyNext = (state.historyNext + 1) % historyLimit
             }
-            let count = (state.byToken[deviceToken]?.count ?? 0) + 1
-            state.byToken[deviceToken] = TokenHistory(count: count, last: push)
+            switch recipient {
+            case .device(let token):
+                state.byToken[token] = TokenHistory(count: (state.byToken[token]?.count ?? 0) + 1, last: push)
+            case .channel(let channelID):
+                state.byChannel[channelID] = TokenHistory(count: (state.byChannel[channelID]?.count ?? 0) + 1, last: push)
+            }
             return push
         }
         file?.write(push)
@@ -190,6 +223,9 @@ final class PushRecorder: Sendable {
     func summary(for deviceToken: String) -> TokenHistory? { state.withLock { $0.byToken[deviceToken] } }
 
     var tokens: [String: TokenHistory] { state.withLock { $0.byToken } }
+
+    /// Broadcasts received per channel.
+    var channels: [String: TokenHistory] { state.withLock { $0.byChannel } }
 
     func reset() {
         state.withLock { $0 = State() }

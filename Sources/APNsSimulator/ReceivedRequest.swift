@@ -27,19 +27,29 @@ public struct SimulatedResponse: Sendable, Hashable {
     public var timestamp: Int64?
     /// Seconds sent as `retry-after`, when set.
     public var retryAfter: Int?
+    /// Further response headers (`apns-channel-id`, `apns-request-id`).
+    public var headers: [HeaderField]
+    /// A JSON body of a success (a channel or the channel list).
+    public var content: JSONValue?
 
-    public init(status: Int, reason: String? = nil, timestamp: Int64? = nil, retryAfter: Int? = nil) {
+    public init(
+        status: Int, reason: String? = nil, timestamp: Int64? = nil, retryAfter: Int? = nil,
+        headers: [HeaderField] = [], content: JSONValue? = nil
+    ) {
         self.status = status
         self.reason = reason
         self.timestamp = timestamp
         self.retryAfter = retryAfter
+        self.headers = headers
+        self.content = content
     }
 
     public static let success = SimulatedResponse(status: 200)
 
-    /// The response body: empty on success, `{"reason": …}` (with
+    /// The response body: empty on success (or `content`), `{"reason": …}` (with
     /// `timestamp` on 410) otherwise.
     public var body: [UInt8] {
+        if let content { return content.serialized() }
         guard let reason else { return [] }
         var object: [String: JSONValue] = ["reason": .string(reason)]
         if let timestamp { object["timestamp"] = .integer(timestamp) }

@@ -27,10 +27,17 @@ final class SimulatorState: Sendable {
     private let connectionIDs = Atomic<Int>(0)
     private let connections = Mutex<[Int: ConnectionSnapshot]>([:])
     private let channels = Mutex<[Int: any Channel]>([:])
+    private let broadcastChannels: Mutex<ChannelRegistry>
 
-    init(faults: SimulatorFaults, recorder: PushRecorder) {
+    init(faults: SimulatorFaults, recorder: PushRecorder, channelLimit: Int = ChannelRegistry.appleLimit) {
         self.faultsBox = Mutex(faults)
         self.recorder = recorder
+        self.broadcastChannels = Mutex(ChannelRegistry(limit: channelLimit))
+    }
+
+    /// Runs `body` on the broadcast channels under their lock.
+    func withChannels<Result>(_ body: (inout ChannelRegistry) -> Result) -> Result {
+        broadcastChannels.withLock { body(&$0) }
     }
 
     var faults: SimulatorFaults {

@@ -9,6 +9,10 @@ public struct APNsRequest: Sendable, Hashable {
         /// Every device subscribed to a broadcast channel (iOS 18):
         /// `POST /4/broadcasts/apps/<bundle id>` with `apns-channel-id`.
         case channel(String)
+        /// The broadcast channel management API of the app (on
+        /// `api-manage-broadcast`, not the push host): no push type, topic,
+        /// priority or expiration; `apnsID` goes as `apns-request-id`.
+        case channelManagement(ChannelOperation)
     }
 
     public var destination: Destination
@@ -43,11 +47,20 @@ public struct APNsRequest: Sendable, Hashable {
         pushType == "liveactivity" ? "\(bundleID).push-type.liveactivity" : bundleID
     }
 
+    /// The `:method` pseudo-header: POST for pushes.
+    public var method: String {
+        switch destination {
+        case .device, .channel: "POST"
+        case .channelManagement(let operation): operation.method
+        }
+    }
+
     /// The `:path` pseudo-header.
     public var path: String {
         switch destination {
         case .device(let token): "/3/device/\(token.hex)"
         case .channel: "/4/broadcasts/apps/\(bundleID)"
+        case .channelManagement(let operation): operation.path(bundleID: bundleID)
         }
     }
 
@@ -55,13 +68,22 @@ public struct APNsRequest: Sendable, Hashable {
     /// without `:authority` (the connection's host) and `authorization`.
     /// A broadcast carries `apns-channel-id` and no `apns-topic`.
     public var headers: [(name: String, value: String)] {
-        var headers: [(name: String, value: String)] = [
-            (":method", "POST"), (":scheme", "https"), (":path", path),
-            ("apns-push-type", pushType),
-        ]
+        var headers: [(name: String, value: String)] = [(":method", method), (":scheme", "https"), (":path", path)]
         switch destination {
-        case .device: headers.append(("apns-topic", topic))
-        case .channel(let channelID): headers.append(("apns-channel-id", channelID))
+        case .device:
+            headers.append(("apns-push-type", pushType))
+            headers.append(("apns-topic", topic))
+        case .channel(let channelID):
+            headers.append(("apns-push-type", pushType))
+            headers.append(("apns-channel-id", channelID))
+        case .channelManagement(let operation):
+            if let channelID = operation.channelID { headers.append(("apns-channel-id", channelID)) }
+            headers.append(("apns-request-id", apnsID))
+            if !payload.isEmpty {
+                headers.append(("content-type", "application/json"))
+                headers.append(("content-length", String(payload.count)))
+            }
+            return headers
         }
         headers.append(("apns-priority", priority.description))
         headers.append(("apns-expiration", String(expiration?.wholeSeconds ?? 0)))
@@ -73,6 +95,13 @@ public struct APNsRequest: Sendable, Hashable {
 }
 
 extension APNsRequest {
+    /// A channel management request of the app `bundleID`; its body is the operation's.
+    public init(channelOperation operation: ChannelOperation, bundleID: String, requestID: String) {
+        self.init(
+            destination: .channelManagement(operation), bundleID: bundleID, priority: .immediate, expiration: nil,
+            apnsID: requestID, payload: operation.body)
+    }
+
     /// How long APNs keeps trying an update whose command set no stale date:
     /// iOS accepts updates for eight hours of an activity's life.
     public static let defaultUpdateLifetime: Double = 8 * 3600

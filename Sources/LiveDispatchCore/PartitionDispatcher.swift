@@ -170,6 +170,8 @@ public struct PartitionDispatcher: Sendable {
         var environment: APNsEnvironment
         var expiresAt: UnixTime?
         var registeredAt: UnixTime?
+        /// What the token's `token-store` record says of its last push.
+        var recorded: RecordedOutcome = .clear
         var app: String?
 
         init(environment: APNsEnvironment, expiresAt: UnixTime?, registeredAt: UnixTime?, app: String?) {
@@ -183,7 +185,25 @@ public struct PartitionDispatcher: Sendable {
             self.init(
                 environment: registration.environment, expiresAt: registration.expiresAt, registeredAt: registration.registeredAt,
                 app: registration.app)
+            if let outcome = registration.lastOutcome, outcome.result == .failed { recorded = .failed(outcome) }
         }
+
+        /// The token's `token-store` record with `outcome` as its last.
+        func registration(_ activity: ActivityID, _ token: DeviceToken, outcome: TokenOutcome?) -> TokenRegistration {
+            TokenRegistration(
+                activityID: activity, token: token, environment: environment, expiresAt: expiresAt, registeredAt: registeredAt,
+                lastOutcome: outcome)
+        }
+    }
+
+    /// Whether a token's record names a failure. Only failures and the
+    /// delivery after one are written, so the write load follows failures,
+    /// not pushes; the failure is boxed so healthy tokens stay a few words.
+    enum RecordedOutcome: Sendable, Hashable {
+        /// No failure: the token got every push that completed since it registered.
+        case clear
+        /// The record names this failure; the token's next delivery clears it.
+        indirect case failed(TokenOutcome)
     }
 
     struct ActivityDelivery: Sendable {
@@ -483,6 +503,9 @@ public struct PartitionDispatcher: Sendable {
         switch registration.action {
         case .register where !registration.isExpired(at: now):
             registration.registeredAt = registration.registeredAt ?? now
+            // Outcomes are the worker's own; a failure already recorded is kept.
+            registration.lastOutcome = nil
+            if case .failed(let outcome)? = registrations[activity]?[registration.token]?.recorded { registration.lastOutcome = outcome }
             registrations[activity, default: [:]][registration.token] = RegisteredToken(registration)
             var delivery = deliveries.removeValue(forKey: activity) ?? ActivityDelivery(fanOut: makeFanOut(activity))
             if delivery.fanOut.latest == nil, let state = coalescer.state(of: activity), state.version > 0 {
@@ -568,9 +591,14 @@ public struct PartitionDispatcher: Sendable {
         }
         guard var delivery = deliveries.removeValue(forKey: send.activityID) else { return [] }
         let fanOutActions = delivery.fanOut.completed(token: send.token, version: send.push.version, outcome: outcome, now: now, jitter: jitter)
+        var recordActions: [Action] = []
         switch outcome {
         case .delivered:
             delivery.counts[send.push.version, default: .init()].delivered()
+            if case .failed? = registrations[send.activityID]?[send.token]?.recorded {
+                let delivered = TokenOutcome(result: .delivered, version: send.push.version, event: send.push.event, at: now)
+                recordActions = record(delivered, of: send.token, in: send.activityID, delivery: &delivery)
+            }
         case .tokenInvalid(let reason), .permanent(let reason):
             delivery.counts[send.push.version, default: .init()].failed(reason)
         case .retryable(let reason, _):
@@ -580,7 +608,23 @@ public struct PartitionDispatcher: Sendable {
             if gaveUp { delivery.counts[send.push.version, default: .init()].failed(reason) }
         }
         deliveries[send.activityID] = delivery
-        return perform(fanOutActions, for: send.activityID, now: now)
+        return recordActions + perform(fanOutActions, for: send.activityID, now: now)
+    }
+
+    /// Writes `outcome` in the token's `token-store` record; the activity's
+    /// next snapshot waits for its ack, so a reader that sees the snapshot
+    /// sees the outcome too.
+    private mutating func record(
+        _ outcome: TokenOutcome, of token: DeviceToken, in activity: ActivityID, delivery: inout ActivityDelivery
+    ) -> [Action] {
+        guard var registered = registrations[activity]?[token] else { return [] }
+        registered.recorded = outcome.result == .failed ? .failed(outcome) : .clear
+        registrations[activity]?[token] = registered
+        delivery.pendingAcks += 1
+        let record = registered.registration(activity, token, outcome: outcome)
+        return [.produce(Produce(
+            topic: .tokenStore, key: record.storeKey, value: record.json.serialized(), partition: partition,
+            ticket: issueTicket(.deadLetterForActivity(activity))))]
     }
 
     /// Kafka acknowledged the produce with this ticket.
@@ -767,6 +811,11 @@ public struct PartitionDispatcher: Sendable {
                 deliveries[activity]?.pendingAcks += 1
                 actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
                 actions.append(.observe(.deadLettered(letter)))
+                if var delivery = deliveries.removeValue(forKey: activity) {
+                    let failed = TokenOutcome(result: .failed, reason: detail, version: push.version, event: push.event, at: now)
+                    actions += record(failed, of: token, in: activity, delivery: &delivery)
+                    deliveries[activity] = delivery
+                }
             case .completed:
                 break  // read from the fan-out in finishCompletion
             }

@@ -61,12 +61,17 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
     /// When the worker stored the registration (kept in `token-store`); a
     /// token whose activity never gets a state expires `activity.max_age` after it.
     public var registeredAt: UnixTime?
+    /// How the last push to the token ended, as the dispatcher records it in
+    /// `token-store` (see ``TokenOutcome``); a registration on `tokens` that
+    /// carries one has it ignored.
+    public var lastOutcome: TokenOutcome?
     /// The app the token belongs to (`apps:`); nil for the only app.
     public var app: String?
 
     public init(
         activityID: ActivityID, token: DeviceToken, action: Action = .register,
-        environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil, registeredAt: UnixTime? = nil, app: String? = nil
+        environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil, registeredAt: UnixTime? = nil,
+        lastOutcome: TokenOutcome? = nil, app: String? = nil
     ) {
         self.activityID = activityID
         self.token = token
@@ -74,6 +79,7 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
         self.environment = environment
         self.expiresAt = expiresAt
         self.registeredAt = registeredAt
+        self.lastOutcome = lastOutcome
         self.app = app
     }
 
@@ -88,9 +94,12 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
         for field in ["audience", "attributes_type"] where reader.fields[field] != nil {
             throw FieldError(field: field, message: "belongs to a push_to_start token; an update token names only its activity_id")
         }
-        try reader.rejectUnknown(["kind", "activity_id", "token", "action", "environment", "expires_at", "registered_at", "app"])
+        try reader.rejectUnknown(["kind", "activity_id", "token", "action", "environment", "expires_at", "registered_at", "last_outcome", "app"])
         activityID = try reader.requiredActivityID("activity_id")
         (token, action, environment, expiresAt, registeredAt, app) = try Self.commonFields(reader, apps: apps)
+        lastOutcome = try reader.object("last_outcome").map { value throws(FieldError) in
+            try TokenOutcome(FieldReader(value, path: reader.name("last_outcome"), what: "a token outcome"))
+        }
     }
 
     /// The fields both kinds share: token, action, environment, expiry,
@@ -141,6 +150,7 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
     public var json: JSONValue {
         var fields = Self.commonJSON(token: token, action: action, environment: environment, expiresAt: expiresAt, registeredAt: registeredAt, app: app)
         fields["activity_id"] = .string(activityID.rawValue)
+        if let lastOutcome { fields["last_outcome"] = lastOutcome.json }
         return .object(fields)
     }
 

@@ -51,10 +51,45 @@ struct ActivityReadModel: Sendable {
     /// The snapshot's push history, newest first.
     var pushes: [PushSummary] { state.map { PushSummary.history(of: $0).reversed() } ?? [] }
 
-    /// A page of the registrations, sorted by token.
-    func tokenPage(offset: Int, limit: Int) -> [JSONValue] {
+    /// One token of a page: its registration as on `token-store` and the
+    /// outcome to show for it (recorded, or derived from the push history).
+    struct TokenEntry: Sendable {
+        let token: String
+        let registration: JSONValue
+        let outcome: TokenOutcome?
+        /// Whether `outcome` comes from the push history, not the token's record.
+        let derived: Bool
+    }
+
+    /// The registrations after `cursor` (a token, lowercase hex), sorted by
+    /// token, at most `limit`; and the cursor of the next page when more follow.
+    func tokenPage(after cursor: String?, limit: Int) -> (entries: [TokenEntry], next: String?) {
         let sorted = tokens.keys.sorted()
-        guard offset < sorted.count else { return [] }
-        return sorted[offset..<min(sorted.count, offset + limit)].compactMap { tokens[$0] }
+        let start = cursor.map { cursor in sorted.partitionPoint { $0 > cursor } } ?? 0
+        let page = sorted[start...].prefix(max(0, limit))
+        let latestPush = pushes.first
+        let entries = page.compactMap { token -> TokenEntry? in
+            guard let registration = tokens[token] else { return nil }
+            let stored = try? TokenRegistration(json: registration)
+            let recorded = stored?.lastOutcome
+            let outcome = TokenOutcome.shown(recorded: recorded, registeredAt: stored?.registeredAt, latestPush: latestPush)
+            return TokenEntry(token: token, registration: registration, outcome: outcome, derived: outcome != nil && outcome != recorded)
+        }
+        let next = start + page.count < sorted.count ? page.last : nil
+        return (entries, next)
+    }
+}
+
+extension Array where Element: Comparable {
+    /// The index of the first element for which `isAfter` holds, in an
+    /// array sorted so that it holds for a suffix.
+    func partitionPoint(_ isAfter: (Element) -> Bool) -> Int {
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = low + (high - low) / 2
+            if isAfter(self[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low
     }
 }

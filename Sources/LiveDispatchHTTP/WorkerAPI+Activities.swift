@@ -5,14 +5,9 @@ extension WorkerAPI {
     /// read from its partition of `state` and `token-store` and from
     /// `dead-letters`, so any worker answers alike.
     func getActivity(_ input: Operations.GetActivity.Input) async throws -> Operations.GetActivity.Output {
-        let offset = input.query.tokensOffset ?? 0
         let limit = input.query.tokensLimit ?? 100
-        var problems: [Components.Schemas.Problem] = []
-        if offset < 0 { problems.append(.init(pointer: "#/parameters/tokens_offset", message: "expected 0 or more")) }
-        if let bad = Self.badLimit(limit, parameter: "tokens_limit"), case .json(let body) = bad.body { problems += body.problems ?? [] }
         let id = input.path.activityId
-        if (try? ActivityID(id)) == nil { problems.append(.init(pointer: "#/parameters/activity_id", message: "expected 1 to 256 bytes without control characters")) }
-        guard problems.isEmpty else { return .badRequest(.init(body: .json(APIError.invalid("the request is not valid", problems: problems).body))) }
+        if let bad = Self.badPage(activity: id, cursor: nil, limit: limit, limitParameter: "tokens_limit") { return .badRequest(bad) }
 
         var model = ActivityReadModel(activityID: id)
         var letters = DeadLetterQuery(activity: id, reason: nil, limit: 10)
@@ -32,9 +27,62 @@ extension WorkerAPI {
         let view = Components.Schemas.ActivityView(
             activityId: id, version: model.version, ended: model.isEnded, state: model.state.flatMap(Self.container),
             lockScreen: model.lockScreen, pushes: model.pushes.map(Self.summary),
-            tokens: .init(count: model.tokens.count, items: model.tokenPage(offset: offset, limit: limit).compactMap(Self.container)),
+            tokens: Self.tokenPage(model, after: nil, limit: limit),
             deadLetters: Self.entries(letters))
         return .ok(.init(body: .json(view)))
+    }
+}
+
+extension WorkerAPI {
+    /// `GET /v1/activities/{activity_id}/tokens`: a page of the activity's
+    /// tokens from its partition of `token-store`, each with its last
+    /// outcome (the snapshot on `state` gives the derived ones).
+    func listActivityTokens(_ input: Operations.ListActivityTokens.Input) async throws -> Operations.ListActivityTokens.Output {
+        let limit = input.query.limit ?? 100
+        let id = input.path.activityId
+        let cursor = input.query.cursor
+        if let bad = Self.badPage(activity: id, cursor: cursor, limit: limit, limitParameter: "limit") { return .badRequest(bad) }
+        var model = ActivityReadModel(activityID: id)
+        let failure = await Self.reading {
+            try await readTopic(topics.state, .key(id)) { model.stateRecord(key: $0.key, value: $0.value) }
+            try await readTopic(topics.tokenStore, .key(id)) { model.tokenStoreRecord(key: $0.key, value: $0.value) }
+        }
+        switch failure {
+        case .busy(let answer)?: return .tooManyRequests(answer)
+        case .unavailable(let answer)?: return .serviceUnavailable(answer)
+        case nil: break
+        }
+        return .ok(.init(body: .json(Self.tokenPage(model, after: cursor.map { $0.lowercased() }, limit: limit))))
+    }
+
+    /// The 400 for a bad activity id, token cursor or page size, or nil.
+    static func badPage(activity: String, cursor: String?, limit: Int, limitParameter: String) -> Components.Responses.BadRequest? {
+        var problems: [Components.Schemas.Problem] = []
+        if (try? ActivityID(activity)) == nil {
+            problems.append(.init(pointer: "#/parameters/activity_id", message: "expected 1 to 256 bytes without control characters"))
+        }
+        if let cursor, (try? DeviceToken(hex: cursor)) == nil {
+            problems.append(.init(pointer: "#/parameters/cursor", message: "expected a token in hex, the next_cursor of a previous page"))
+        }
+        if let bad = badLimit(limit, parameter: limitParameter), case .json(let body) = bad.body { problems += body.problems ?? [] }
+        guard !problems.isEmpty else { return nil }
+        return .init(body: .json(APIError.invalid("the request is not valid", problems: problems).body))
+    }
+
+    /// A page of the model's tokens as the API shows it.
+    static func tokenPage(_ model: ActivityReadModel, after cursor: String?, limit: Int) -> Components.Schemas.TokenPage {
+        let (entries, next) = model.tokenPage(after: cursor, limit: limit)
+        let items = entries.map { entry in
+            Components.Schemas.TokenEntry(
+                token: entry.token, environment: entry.registration["environment"]?.stringValue,
+                registeredAt: entry.registration["registered_at"]?.numberValue, expiresAt: entry.registration["expires_at"]?.numberValue,
+                lastOutcome: entry.outcome.map {
+                    Components.Schemas.TokenOutcome(
+                        result: $0.result == .failed ? .failed : .delivered, reason: $0.reason, version: Int(clamping: $0.version),
+                        kind: .init(rawValue: $0.event.rawValue) ?? .update, at: $0.at.seconds, derived: entry.derived)
+                })
+        }
+        return .init(count: model.tokens.count, items: items, nextCursor: next)
     }
 }
 

@@ -370,7 +370,8 @@ struct FaultRun {
             directory: directory, prefix: prefix, partitions: partitions, rules: rules, ruleTopics: ruleTopics,
             simulatorOptions: ["--record", recordPath] + fault.simulatorOptions, workers: fault.workers, logger: logger)
         defer { stack.stop() }
-        let (kafka, fleet, producer, bootstrap) = (stack.kafka, stack.fleet, stack.producer, stack.bootstrap)
+        let (fleet, producer, bootstrap) = (stack.fleet, stack.producer, stack.bootstrap)
+        guard let kafka = stack.kafka else { throw BenchError(description: "the fault suite injects its faults into an embedded cluster") }
         try await fleet.register(
             scenario.tokens.map { ("match-" + FaultScenario.matchID($0.activity), $0.token) },
             topic: prefix + InternalTopic.tokens.rawValue, producer: producer)
@@ -507,10 +508,12 @@ extension Duration {
 }
 
 /// The processes of a run: an embedded Kafka cluster (`livedispatch kafka
-/// embedded --control`) with the topics, the APNs simulator (`livedispatch
-/// simulate apns`), the workers, and the benchmark's producer.
+/// embedded --control`) with the topics, or a broker given by its bootstrap
+/// servers, the APNs simulator (`livedispatch simulate apns`), the workers,
+/// and the benchmark's producer.
 struct BenchStack {
-    var kafka: ChildProcess
+    /// nil when the run uses a broker of its own (`broker`).
+    var kafka: ChildProcess?
     var simulator: ChildProcess
     var fleet: WorkerFleet
     var producer: KafkaProducer
@@ -518,15 +521,28 @@ struct BenchStack {
 
     static func start(
         directory: URL, prefix: String, partitions: Int, rules: String, ruleTopics: [String], simulatorOptions: [String],
-        workers: Int, logger: Logger
+        workers: Int, broker: String? = nil, logger: Logger
     ) async throws -> BenchStack {
-        let topics = InternalTopic.allCases.map { prefix + $0.rawValue } + ruleTopics
-        let kafka = try ChildProcess(
-            ["kafka", "embedded", "--brokers", "1", "--control"] + topics.flatMap { ["--topic", "\($0):\(partitions)"] },
-            log: directory.appendingPathComponent("kafka.log").path, captureOutput: true)
+        let kafka: ChildProcess?
+        if broker == nil {
+            let topics = InternalTopic.allCases.map { prefix + $0.rawValue } + ruleTopics
+            kafka = try ChildProcess(
+                ["kafka", "embedded", "--brokers", "1", "--control"] + topics.flatMap { ["--topic", "\($0):\(partitions)"] },
+                log: directory.appendingPathComponent("kafka.log").path, captureOutput: true)
+        } else {
+            kafka = nil
+        }
         var simulator: ChildProcess?
         do {
-            let bootstrap = try await kafka.waitForLine(prefix: "bootstrap: ", timeout: 60)
+            let bootstrap: String
+            if let kafka {
+                bootstrap = try await kafka.waitForLine(prefix: "bootstrap: ", timeout: 60)
+            } else {
+                bootstrap = broker ?? ""
+                // The workers create the internal topics; the events' topics are created here.
+                let admin = try KafkaAdmin(configuration: KafkaClientConfiguration(bootstrapServers: [bootstrap], properties: ["log_level": "3"]), logger: logger)
+                try await admin.createTopics(ruleTopics.map { KafkaTopicSpecification(name: $0, partitions: partitions) })
+            }
             let key = P256.Signing.PrivateKey()
             let keyPath = directory.appendingPathComponent("key.p8").path
             guard FileManager.default.createFile(atPath: keyPath, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600]) else {
@@ -543,7 +559,8 @@ struct BenchStack {
             let fleet = WorkerFleet(
                 configuration: BenchWorkerFile(
                     bootstrap: bootstrap, prefix: prefix, partitions: partitions, rules: rules, apnsEndpoint: endpoint,
-                    keyPath: keyPath, certificatePath: certificatePath, adminPort: 0, connections: 2, window: "50ms"),
+                    keyPath: keyPath, certificatePath: certificatePath, adminPort: 0, createTopics: kafka == nil, connections: 2,
+                    window: "50ms"),
                 directory: directory)
             do {
                 try await fleet.start(workers)
@@ -558,7 +575,7 @@ struct BenchStack {
             }
         } catch {
             simulator?.stop()
-            kafka.stop()
+            kafka?.stop()
             throw error
         }
     }
@@ -567,6 +584,6 @@ struct BenchStack {
     func stop() {
         fleet.stopAll()
         simulator.stop()
-        kafka.stop()
+        kafka?.stop()
     }
 }

@@ -17,8 +17,12 @@ struct BenchSoakCommand: AsyncParsableCommand {
             events/s for --minutes, round-robin over the matches. Every --sample-seconds it prints the worker's \
             resident set (VmRSS); at the end it prints the mean after --warm-up-seconds and the samples' lowest \
             and highest deviation from it, and exits 1 when a sample after warm-up lies more than --tolerance \
-            percent from the mean. The embedded cluster keeps a bounded tail of each partition: a worker far \
-            behind skips to what is left, as it would after a long outage.
+            percent from the mean. The embedded cluster keeps a bounded tail (5 MB) of each partition and drops \
+            its oldest record on every append; a worker far behind then chases the start of the log and reads \
+            nothing (RELIABILITY.md). To offer more than the worker takes for minutes, give a broker that keeps \
+            the backlog with --bootstrap (e.g. Tansu: `scripts/real-broker start`, every process run with \
+            LD_LIBRARY_PATH="$(scripts/real-broker library-path)"); the worker creates its internal topics there \
+            and the soak creates the events' topic.
             """
     )
 
@@ -30,6 +34,7 @@ struct BenchSoakCommand: AsyncParsableCommand {
     @Option(help: "Allowed deviation from the mean after warm-up, in percent.") var tolerance = 15.0
     @Option(help: "Partitions of each topic.") var partitions = 6
     @Option(help: "Rules directory the worker loads.") var rules = "Config/rules"
+    @Option(help: "Bootstrap servers of a broker to use instead of an embedded cluster (host:port,…).") var bootstrap: String?
     @Flag(help: "Keep the logs and configuration (printed at the end).") var keep = false
 
     func validate() throws {
@@ -52,7 +57,7 @@ struct BenchSoakCommand: AsyncParsableCommand {
         let prefix = "soak."
         let stack = try await BenchStack.start(
             directory: directory, prefix: prefix, partitions: partitions, rules: rules,
-            ruleTopics: try RuleSetStore(directory: rules).current.topics.sorted(), simulatorOptions: [], workers: 1, logger: logger)
+            ruleTopics: try RuleSetStore(directory: rules).current.topics.sorted(), simulatorOptions: [], workers: 1, broker: bootstrap, logger: logger)
         defer { stack.stop() }
         try await stack.fleet.register(
             (0..<activities).map { ("match-" + FaultScenario.matchID($0), FaultScenario.token(activity: $0, index: 0)) },

@@ -20,7 +20,8 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
         commandName: "apns",
         abstract: "Serve an APNs imitation over HTTP/2 + TLS on loopback.",
         discussion: """
-            Prints `listening: HOST:PORT` once ready and runs until SIGTERM or SIGINT. \
+            Serves pushes to devices (/3/device), broadcast sends (/4/broadcasts/apps) and broadcast channel \
+            management (/1/apps/BUNDLE/channels, /all-channels) on the one port. Prints `listening: HOST:PORT` once ready and runs until SIGTERM or SIGINT. \
             Logs go to standard error. With --generate-key FILE it only writes a fresh .p8 key and exits.
             """
     )
@@ -83,6 +84,10 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
     var dropToOneAfterRejection = false
     @Option(name: .customLong("retry-after"), help: "Seconds sent as retry-after with injected 429 and 503 answers.")
     var retryAfter: Int?
+    @Option(
+        name: .customLong("channel-limit"),
+        help: "Broadcast channels the app may keep at once (APNs: 10,000 per app and environment).")
+    var channelLimit = 10_000
 
     func run() async throws {
         if let generateKey {
@@ -121,12 +126,13 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
             throw ValidationError("--cert and --cert-key go together")
         }
         let faults = try makeFaults()
+        guard channelLimit >= 0 else { throw ValidationError("--channel-limit: expected 0 or more, got \(channelLimit)") }
         let logger = Logger(label: "livedispatch.simulator") { StreamLogHandler.standardError(label: $0) }
         var configuration = APNsSimulator.Configuration(
             host: host, port: port, teamID: teamID, keyID: keyID, publicKey: verificationKey, bundleID: bundleID,
             maxConcurrentStreams: maxStreams, initialMaxConcurrentStreams: initialMaxStreams,
             certificate: certificate, faults: faults, recordFile: record, historyLimit: history,
-            threads: threads ?? ProcessInfo.processInfo.activeProcessorCount)
+            threads: threads ?? ProcessInfo.processInfo.activeProcessorCount, channelLimit: channelLimit)
         configuration.otherApps = try otherApps.map(parseApp)
         let simulator = try await APNsSimulator.start(configuration: configuration, logger: logger)
         if let certOut { try writeText(simulator.certificate.certificatePEM, to: certOut) }

@@ -13,7 +13,7 @@ struct PushRecorderTests {
         let recorder = try PushRecorder(historyLimit: 3, recordFile: nil)
         for index in 1...5 {
             recorder.record(
-                deviceToken: index % 2 == 0 ? "aa" : "bb", apnsID: "id-\(index)",
+                .device(index % 2 == 0 ? "aa" : "bb"), apnsID: "id-\(index)",
                 headers: HeaderBlock([HeaderField(name: ":path", value: "/3/device/x"), HeaderField(name: "authorization", value: "bearer secret")]),
                 payload: Self.payload,
                 connectionID: 1, receivedAt: Double(index))
@@ -30,7 +30,7 @@ struct PushRecorderTests {
     @Test("a record line is one line of JSON with escaped headers and the payload as JSON")
     func jsonLine() throws {
         let push = RecordedPush(
-            sequence: 7, deviceToken: "abcd", apnsID: "id", receivedFields: HeaderBlock([
+            sequence: 7, recipient: .device("abcd"), apnsID: "id", receivedFields: HeaderBlock([
                 HeaderField(name: "authorization", value: "bearer secret"),
                 HeaderField(name: "apns-topic", value: "a\"b\\c\u{1}"), HeaderField(name: "apns-topic", value: "second"),
             ]), payload: Self.payload, connectionID: 2, receivedAt: 1.5)
@@ -54,7 +54,7 @@ struct PushRecorderTests {
         let recorder = try PushRecorder(historyLimit: 10, recordFile: path)
         for index in 1...50 {
             recorder.record(
-                deviceToken: "aa", apnsID: "id-\(index)", headers: HeaderBlock(), payload: Self.payload, connectionID: 1,
+                .device("aa"), apnsID: "id-\(index)", headers: HeaderBlock(), payload: Self.payload, connectionID: 1,
                 receivedAt: 0)
         }
         await recorder.flush()

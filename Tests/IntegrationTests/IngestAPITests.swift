@@ -117,11 +117,20 @@ struct IngestAPITests {
         let first = try await stack.startHTTPWorker(extra: Self.http())
         let second = try await stack.startHTTPWorker(extra: Self.http(), restoring: 1)
         let device = String(repeating: "b2", count: 32)
-        #expect(try httpRequest("POST", port: first.port, "/v1/tokens", headers: Self.bearer, body: #"{"activity_id": "match-read", "token": "\#(device)"}"#).status == 202)
+        let other = String(repeating: "c3", count: 32)
+        for token in [device, other] {
+            #expect(try httpRequest("POST", port: first.port, "/v1/tokens", headers: Self.bearer, body: #"{"activity_id": "match-read", "token": "\#(token)"}"#).status == 202)
+        }
+        let reader = ["Authorization": "Bearer \(Self.readKey)"]
+        // Both registered before the push, so both get it.
+        _ = try await stack.waitWithDiagnostics("the tokens on token-store", workers: [first.worker, second.worker]) { () -> Bool? in
+            let answer = try httpRequest("GET", port: first.port, "/v1/activities/match-read", headers: reader)
+            guard answer.status == 200, try JSONValue.parse(answer.body)["tokens"]?["count"] == .integer(2) else { return nil }
+            return true
+        }
         #expect(try httpRequest(
             "POST", port: second.port, "/v1/activities/match-read/update", headers: Self.bearer,
             body: #"{"content_state": {"teamOneScore": 5}}"#).status == 202)
-        let reader = ["Authorization": "Bearer \(Self.readKey)"]
         var views: [JSONValue] = []
         for port in [first.port, second.port] {
             views.append(try await stack.waitWithDiagnostics("worker on \(port) to show the state", workers: [first.worker, second.worker]) { () -> JSONValue? in
@@ -129,13 +138,29 @@ struct IngestAPITests {
                 guard answer.status == 200 else { return nil }
                 let view = try JSONValue.parse(answer.body)
                 // Not a ternary: its `nil` would be JSONValue.null, a value, and end the wait.
-                guard view["state"]?["content_state"]?["teamOneScore"] == .integer(5) else { return nil }
+                guard view["state"]?["content_state"]?["teamOneScore"] == .integer(5), view["pushes"]?.arrayValue?.isEmpty == false else { return nil }
                 return view
             })
         }
         #expect(views[0]["version"] == views[1]["version"])
-        #expect(views[0]["tokens"]?["count"] == .integer(1))
+        #expect(views[0]["tokens"]?["count"] == .integer(2))
         #expect(views[0]["tokens"]?["items"]?.arrayValue?.first?["token"] == .string(device))
+        let outcome = views[1]["tokens"]?["items"]?.arrayValue?.first?["last_outcome"]
+        #expect(outcome?["result"] == "delivered" && outcome?["version"] == .integer(1) && outcome?["kind"] == "update" && outcome?["derived"] == .bool(true))
+
+        // The tokens route pages with a cursor, from either worker.
+        let firstPage = try JSONValue.parse(httpRequest("GET", port: second.port, "/v1/activities/match-read/tokens?limit=1", headers: reader).body)
+        #expect(firstPage["count"] == .integer(2))
+        #expect(firstPage["items"]?.arrayValue?.map { $0["token"] } == [.string(device)])
+        #expect(firstPage["next_cursor"] == .string(device))
+        let secondPage = try JSONValue.parse(httpRequest(
+            "GET", port: first.port, "/v1/activities/match-read/tokens?limit=1&cursor=\(device.uppercased())", headers: reader).body)
+        #expect(secondPage["items"]?.arrayValue?.map { $0["token"] } == [.string(other)])
+        #expect(secondPage["items"]?.arrayValue?.first?["last_outcome"]?["result"] == "delivered")
+        #expect(secondPage["next_cursor"] == nil)
+        let badCursor = try httpRequest("GET", port: first.port, "/v1/activities/match-read/tokens?cursor=xyz", headers: reader)
+        #expect(badCursor.status == 400)
+        #expect(try JSONValue.parse(badCursor.body)["problems"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } == ["#/parameters/cursor"])
         #expect(views[0]["ended"] == .bool(false))
         let listed = try JSONValue.parse(httpRequest("GET", port: second.port, "/v1/activities?query=read", headers: reader).body)
         #expect(listed["activities"]?.arrayValue?.compactMap { $0["activity_id"]?.stringValue } == ["match-read"])

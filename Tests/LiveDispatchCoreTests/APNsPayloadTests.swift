@@ -85,4 +85,30 @@ struct APNsPayloadTests {
         #expect(broadcast.headers.contains { $0 == ("apns-channel-id", "dHN0LXNyY2gtY2hubA==") })
         #expect(broadcast.headers.contains { $0 == ("apns-expiration", "0") })
     }
+
+    @Test("channel management requests: method, path, apns-channel-id and apns-request-id, no push headers")
+    func channelManagementRequests() throws {
+        func lines(_ operation: ChannelOperation) -> [String] {
+            APNsRequest(channelOperation: operation, bundleID: "com.example.owls", requestID: "0f4b0c0e-7a0f-4e55-9b8c-2f3c1d2e3f40")
+                .headers.map { "\($0.name): \($0.value)" }
+        }
+        let create = APNsRequest(channelOperation: .create(.mostRecent), bundleID: "com.example.owls", requestID: "r")
+        #expect(try JSONValue.parse(create.payload) == ["message-storage-policy": 1, "push-type": "LiveActivity"])
+        #expect(lines(.create(.noStorage)) == [
+            ":method: POST", ":scheme: https", ":path: /1/apps/com.example.owls/channels",
+            "apns-request-id: 0f4b0c0e-7a0f-4e55-9b8c-2f3c1d2e3f40", "content-type: application/json", "content-length: 55",
+        ])
+        #expect(lines(.read(channelID: "Y2g=")) == [
+            ":method: GET", ":scheme: https", ":path: /1/apps/com.example.owls/channels", "apns-channel-id: Y2g=",
+            "apns-request-id: 0f4b0c0e-7a0f-4e55-9b8c-2f3c1d2e3f40",
+        ])
+        #expect(lines(.delete(channelID: "Y2g="))[0] == ":method: DELETE")
+        #expect(lines(.list) == [
+            ":method: GET", ":scheme: https", ":path: /1/apps/com.example.owls/all-channels",
+            "apns-request-id: 0f4b0c0e-7a0f-4e55-9b8c-2f3c1d2e3f40",
+        ])
+        #expect(throws: ValueError.self) { try ChannelStoragePolicy(parsing: "2") }
+        #expect(try ChannelStoragePolicy(parsing: "most-recent") == .mostRecent)
+        #expect(try ChannelStoragePolicy(parsing: "0") == .noStorage)
+    }
 }

@@ -28,6 +28,15 @@ struct HTTP2HeaderBlock: Sendable {
     /// `:authority` and `authorization`, written straight into the buffer
     /// without a string per field (this runs once per push).
     init(_ request: APNsRequest, token: String, authority: String) {
+        if case .channelManagement = request.destination {
+            // Rare requests: the general form is good enough.
+            self.init(request.headers + [("authorization", "bearer " + token)], authority: authority)
+        } else {
+            self.init(push: request, token: token, authority: authority)
+        }
+    }
+
+    private init(push request: APNsRequest, token: String, authority: String) {
         storage.reserveCapacity(400 + token.utf8.count + request.bundleID.utf8.count)
         fields.reserveCapacity(12)
         append(name: ":method", value: "POST")
@@ -50,6 +59,8 @@ struct HTTP2HeaderBlock: Sendable {
             case .channel:
                 storage.append(contentsOf: "/4/broadcasts/apps/".utf8)
                 storage.append(contentsOf: request.bundleID.utf8)
+            case .channelManagement(let operation):
+                storage.append(contentsOf: operation.path(bundleID: request.bundleID).utf8)
             }
         }
         append(name: ":authority", value: authority)
@@ -60,8 +71,10 @@ struct HTTP2HeaderBlock: Sendable {
                 storage.append(contentsOf: request.bundleID.utf8)
                 if request.pushType == "liveactivity" { storage.append(contentsOf: ".push-type.liveactivity".utf8) }
             }
-        case .channel(let channelID):
+        case .channel(let channelID), .channelManagement(.read(let channelID)), .channelManagement(.delete(let channelID)):
             append(name: "apns-channel-id", value: channelID)
+        case .channelManagement(.create), .channelManagement(.list):
+            break
         }
         field("apns-priority") { $0.appendDecimal(request.priority.rawValue) }
         field("apns-expiration") { $0.appendDecimal(request.expiration?.wholeSeconds ?? 0) }

@@ -228,7 +228,7 @@ private func session(from userData: UnsafeMutableRawPointer?) -> NGHTTP2ClientSe
 
 /// Response headers the client reads; others (`date`, `server`, …) are
 /// skipped before any string is made.
-private let wantedHeaders: [[UInt8]] = [":status", "apns-id", "apns-unique-id", "retry-after"].map { Array($0.utf8) }
+private let wantedHeaders: [[UInt8]] = [":status", "apns-id", "apns-unique-id", "retry-after", "apns-channel-id", "apns-request-id"].map { Array($0.utf8) }
 
 private func isWanted(_ name: UnsafePointer<UInt8>, _ length: Int) -> Bool {
     let bytes = UnsafeBufferPointer(start: name, count: length)

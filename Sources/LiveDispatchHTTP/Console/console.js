@@ -37,17 +37,27 @@ async function request(path, options, attempt) {
   }
   const type = response.headers.get("Content-Type") || "";
   const body = type.includes("json") ? await response.json() : await response.text();
-  if (response.status === 401 || response.status === 403) {
-    showNotice((body && body.message) || "This view needs an API key.", true);
-    document.getElementById("key-input").focus();
-  }
+  if (response.status === 401 || response.status === 403) promptForKey(key, (body && body.message) || response.statusText);
+  else if (response.ok) document.getElementById("key-form").classList.remove("prompt");
   if (!response.ok) {
     const error = new Error((body && body.message) || response.status + " " + response.statusText);
     error.status = response.status;
+    error.prompted = response.status === 401 || response.status === 403;
     error.body = body;
     throw error;
   }
   return body;
+}
+
+// A worker not bound to localhost answers its read views only with a key:
+// ask for one, or say why the key given was refused.
+function promptForKey(key, message) {
+  const form = document.getElementById("key-form");
+  form.classList.add("prompt");
+  showNotice(key
+    ? "The API key was refused: " + message + "."
+    : "This worker is not bound to localhost, so its views need an API key with the read scope: paste it above (" + message + ").", true);
+  document.getElementById("key-input").focus();
 }
 
 // ---- Small helpers for building the page from data.
@@ -130,7 +140,7 @@ function route() {
       try {
         await load();
       } catch (error) {
-        showNotice(error.message, true);
+        if (!error.prompted) showNotice(error.message, true);
       }
       if (current === generation) timer = setTimeout(tick, POLL_MS);
     };
@@ -182,13 +192,8 @@ async function loadActivity(id) {
       element("td", { class: "number", text: push.delivered }),
       element("td", { text: failures(push.failed) }))));
 
-  document.getElementById("token-count").textContent = "(" + view.tokens.count + ")";
-  fill(document.querySelector("#tokens tbody"), view.tokens.items.map((token) =>
-    element("tr", {},
-      element("td", { class: "mono", title: token.token || "", text: String(token.token || "").slice(0, 16) + "…" }),
-      element("td", { text: token.environment || "production" }),
-      element("td", { text: time(token.registered_at) }),
-      element("td", { text: time(token.expires_at) }))));
+  // The polled view shows the first page; paging stops the refresh of the table.
+  if (!tokenCursor.has(id)) renderTokens(id, view.tokens);
 
   fill(document.querySelector("#activity-dead-letters tbody"), view.dead_letters.map((entry) =>
     element("tr", {},
@@ -196,6 +201,49 @@ async function loadActivity(id) {
       element("td", { text: entry.dead_letter.reason }),
       element("td", { text: entry.dead_letter.message }))));
   stamp("activity-updated");
+}
+
+// ---- An activity's tokens, a page at a time (GET …/tokens?cursor=), each
+// with how the last push to it ended.
+
+const tokenCursor = new Map();
+
+function renderTokens(id, page) {
+  document.getElementById("token-count").textContent = "(" + page.count + ")";
+  fill(document.querySelector("#tokens tbody"), page.items.map((token) =>
+    element("tr", { "data-token": token.token },
+      element("td", { class: "mono", title: token.token || "", text: String(token.token || "").slice(0, 16) + "…" }),
+      element("td", { text: token.environment || "production" }),
+      element("td", { text: time(token.registered_at) }),
+      element("td", { text: time(token.expires_at) }),
+      outcomeCell(token.last_outcome))));
+  const next = document.getElementById("tokens-next");
+  next.hidden = !page.next_cursor;
+  next.onclick = () => loadTokenPage(id, page.next_cursor).catch((error) => showNotice(error.message, true));
+  const first = document.getElementById("tokens-first");
+  first.hidden = !tokenCursor.has(id);
+  first.onclick = () => {
+    tokenCursor.delete(id);
+    loadActivity(id).catch((error) => showNotice(error.message, true));
+  };
+}
+
+async function loadTokenPage(id, cursor) {
+  const page = await api("/v1/activities/" + encodeURIComponent(id) + "/tokens?" + new URLSearchParams({ cursor, limit: "100" }));
+  tokenCursor.set(id, cursor);
+  renderTokens(id, page);
+}
+
+// "delivered v5 (end)" or "failed v5 (update): BadDeviceToken", and when;
+// a derived outcome is the activity's newest push, which the token got.
+function outcomeCell(outcome) {
+  if (!outcome) return element("td", { class: "outcome muted", text: "no push yet" });
+  const what = outcome.result + " v" + outcome.version + " (" + outcome.kind + ")" + (outcome.reason ? ": " + outcome.reason : "");
+  return element("td", {
+    class: "outcome " + outcome.result, "data-result": outcome.result,
+    title: outcome.derived ? "the activity's newest push, completed for every token" : "recorded for this token",
+    text: what + " · " + time(outcome.at),
+  });
 }
 
 // The Lock Screen as the device shows it: the server renders the text

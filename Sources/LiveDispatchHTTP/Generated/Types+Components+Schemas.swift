@@ -864,30 +864,7 @@ extension Components {
             /// - Remark: Generated from `#/components/schemas/ActivityView/pushes`.
             internal var pushes: [Components.Schemas.PushSummary]?
             /// - Remark: Generated from `#/components/schemas/ActivityView/tokens`.
-            internal struct TokensPayload: Codable, Hashable, Sendable {
-                /// - Remark: Generated from `#/components/schemas/ActivityView/tokens/count`.
-                internal var count: Swift.Int
-                /// - Remark: Generated from `#/components/schemas/ActivityView/tokens/items`.
-                internal var items: [OpenAPIRuntime.OpenAPIObjectContainer]
-                /// Creates a new `TokensPayload`.
-                ///
-                /// - Parameters:
-                ///   - count:
-                ///   - items:
-                internal init(
-                    count: Swift.Int,
-                    items: [OpenAPIRuntime.OpenAPIObjectContainer]
-                ) {
-                    self.count = count
-                    self.items = items
-                }
-                internal enum CodingKeys: String, CodingKey {
-                    case count
-                    case items
-                }
-            }
-            /// - Remark: Generated from `#/components/schemas/ActivityView/tokens`.
-            internal var tokens: Components.Schemas.ActivityView.TokensPayload
+            internal var tokens: Components.Schemas.TokenPage
             /// The activity's newest dead letters (at most 10).
             ///
             /// - Remark: Generated from `#/components/schemas/ActivityView/dead_letters`.
@@ -910,7 +887,7 @@ extension Components {
                 state: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
                 lockScreen: Swift.String? = nil,
                 pushes: [Components.Schemas.PushSummary]? = nil,
-                tokens: Components.Schemas.ActivityView.TokensPayload,
+                tokens: Components.Schemas.TokenPage,
                 deadLetters: [Components.Schemas.DeadLetterEntry]
             ) {
                 self.activityId = activityId
@@ -931,6 +908,153 @@ extension Components {
                 case pushes
                 case tokens
                 case deadLetters = "dead_letters"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/TokenPage`.
+        internal struct TokenPage: Codable, Hashable, Sendable {
+            /// The activity's registered tokens, all pages together.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenPage/count`.
+            internal var count: Swift.Int
+            /// Tokens sorted by token.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenPage/items`.
+            internal var items: [Components.Schemas.TokenEntry]
+            /// Pass as `cursor` to GET /v1/activities/{activity_id}/tokens for the next page; absent on the last.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenPage/next_cursor`.
+            internal var nextCursor: Swift.String?
+            /// Creates a new `TokenPage`.
+            ///
+            /// - Parameters:
+            ///   - count: The activity's registered tokens, all pages together.
+            ///   - items: Tokens sorted by token.
+            ///   - nextCursor: Pass as `cursor` to GET /v1/activities/{activity_id}/tokens for the next page; absent on the last.
+            internal init(
+                count: Swift.Int,
+                items: [Components.Schemas.TokenEntry],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.count = count
+                self.items = items
+                self.nextCursor = nextCursor
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case count
+                case items
+                case nextCursor = "next_cursor"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/TokenEntry`.
+        internal struct TokenEntry: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TokenEntry/token`.
+            internal var token: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TokenEntry/environment`.
+            internal var environment: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/TokenEntry/registered_at`.
+            internal var registeredAt: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/TokenEntry/expires_at`.
+            internal var expiresAt: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/TokenEntry/last_outcome`.
+            internal var lastOutcome: Components.Schemas.TokenOutcome?
+            /// Creates a new `TokenEntry`.
+            ///
+            /// - Parameters:
+            ///   - token:
+            ///   - environment:
+            ///   - registeredAt:
+            ///   - expiresAt:
+            ///   - lastOutcome:
+            internal init(
+                token: Swift.String,
+                environment: Swift.String? = nil,
+                registeredAt: Swift.Double? = nil,
+                expiresAt: Swift.Double? = nil,
+                lastOutcome: Components.Schemas.TokenOutcome? = nil
+            ) {
+                self.token = token
+                self.environment = environment
+                self.registeredAt = registeredAt
+                self.expiresAt = expiresAt
+                self.lastOutcome = lastOutcome
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case token
+                case environment
+                case registeredAt = "registered_at"
+                case expiresAt = "expires_at"
+                case lastOutcome = "last_outcome"
+            }
+        }
+        /// How the last push to the token ended. The worker records failures
+        /// and the delivery after a failure in the token's `token-store`
+        /// record; any other token got every push completed since it
+        /// registered, so its outcome is the newest push of the activity's
+        /// history (`derived` true). Absent until a push to the token ended.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/TokenOutcome`.
+        internal struct TokenOutcome: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TokenOutcome/result`.
+            internal enum ResultPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case delivered = "delivered"
+                case failed = "failed"
+            }
+            /// - Remark: Generated from `#/components/schemas/TokenOutcome/result`.
+            internal var result: Components.Schemas.TokenOutcome.ResultPayload
+            /// APNs' reason of a failure (BadDeviceToken, TooManyRequests, …).
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenOutcome/reason`.
+            internal var reason: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/TokenOutcome/version`.
+            internal var version: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/TokenOutcome/kind`.
+            internal enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case start = "start"
+                case update = "update"
+                case end = "end"
+            }
+            /// - Remark: Generated from `#/components/schemas/TokenOutcome/kind`.
+            internal var kind: Components.Schemas.TokenOutcome.KindPayload
+            /// Unix seconds when the send ended (derived outcomes, when their push completed).
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenOutcome/at`.
+            internal var at: Swift.Double
+            /// True when read from the push history rather than from the token's record.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenOutcome/derived`.
+            internal var derived: Swift.Bool
+            /// Creates a new `TokenOutcome`.
+            ///
+            /// - Parameters:
+            ///   - result:
+            ///   - reason: APNs' reason of a failure (BadDeviceToken, TooManyRequests, …).
+            ///   - version:
+            ///   - kind:
+            ///   - at: Unix seconds when the send ended (derived outcomes, when their push completed).
+            ///   - derived: True when read from the push history rather than from the token's record.
+            internal init(
+                result: Components.Schemas.TokenOutcome.ResultPayload,
+                reason: Swift.String? = nil,
+                version: Swift.Int,
+                kind: Components.Schemas.TokenOutcome.KindPayload,
+                at: Swift.Double,
+                derived: Swift.Bool
+            ) {
+                self.result = result
+                self.reason = reason
+                self.version = version
+                self.kind = kind
+                self.at = at
+                self.derived = derived
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case result
+                case reason
+                case version
+                case kind
+                case at
+                case derived
             }
         }
         /// - Remark: Generated from `#/components/schemas/Replayed`.

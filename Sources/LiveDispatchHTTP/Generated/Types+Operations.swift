@@ -1577,24 +1577,15 @@ internal enum Operations {
             internal var path: Operations.GetActivity.Input.Path
             /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/GET/query`.
             internal struct Query: Sendable, Hashable {
-                /// The first token to list (tokens are sorted), default 0.
-                ///
-                /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/GET/query/tokens_offset`.
-                internal var tokensOffset: Swift.Int?
-                /// How many tokens to list (1 to 500, default 100).
+                /// How many tokens to list (1 to 500, default 100); GET /v1/activities/{activity_id}/tokens pages through the rest.
                 ///
                 /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/GET/query/tokens_limit`.
                 internal var tokensLimit: Swift.Int?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - tokensOffset: The first token to list (tokens are sorted), default 0.
-                ///   - tokensLimit: How many tokens to list (1 to 500, default 100).
-                internal init(
-                    tokensOffset: Swift.Int? = nil,
-                    tokensLimit: Swift.Int? = nil
-                ) {
-                    self.tokensOffset = tokensOffset
+                ///   - tokensLimit: How many tokens to list (1 to 500, default 100); GET /v1/activities/{activity_id}/tokens pages through the rest.
+                internal init(tokensLimit: Swift.Int? = nil) {
                     self.tokensLimit = tokensLimit
                 }
             }
@@ -1825,6 +1816,285 @@ internal enum Operations {
             /// Kafka did not acknowledge the record; nothing was accepted, retry later.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/get(getActivity)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// A page of an activity's tokens, each with its last outcome
+    ///
+    /// The activity's registrations on `token-store`, sorted by token, each
+    /// with how the last push to it ended. Page with `cursor`: pass the
+    /// `next_cursor` of one page to get the next; a cursor is a token, so
+    /// pages stay stable while tokens come and go. Needs a key with the
+    /// `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/activities/{activity_id}/tokens`.
+    /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/tokens/get(listActivityTokens)`.
+    internal enum ListActivityTokens {
+        internal static let id: Swift.String = "listActivityTokens"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/tokens/GET/path`.
+            internal struct Path: Sendable, Hashable {
+                /// The activity's id (1 to 256 bytes of text without control characters).
+                ///
+                /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/tokens/GET/path/activity_id`.
+                internal var activityId: Components.Parameters.ActivityID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - activityId: The activity's id (1 to 256 bytes of text without control characters).
+                internal init(activityId: Components.Parameters.ActivityID) {
+                    self.activityId = activityId
+                }
+            }
+            internal var path: Operations.ListActivityTokens.Input.Path
+            /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/tokens/GET/query`.
+            internal struct Query: Sendable, Hashable {
+                /// List the tokens after this one (the `next_cursor` of the previous page).
+                ///
+                /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/tokens/GET/query/cursor`.
+                internal var cursor: Components.Schemas.DeviceToken?
+                /// How many tokens to list (1 to 500, default 100).
+                ///
+                /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/tokens/GET/query/limit`.
+                internal var limit: Swift.Int?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - cursor: List the tokens after this one (the `next_cursor` of the previous page).
+                ///   - limit: How many tokens to list (1 to 500, default 100).
+                internal init(
+                    cursor: Components.Schemas.DeviceToken? = nil,
+                    limit: Swift.Int? = nil
+                ) {
+                    self.cursor = cursor
+                    self.limit = limit
+                }
+            }
+            internal var query: Operations.ListActivityTokens.Input.Query
+            /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/tokens/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListActivityTokens.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListActivityTokens.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ListActivityTokens.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            internal init(
+                path: Operations.ListActivityTokens.Input.Path,
+                query: Operations.ListActivityTokens.Input.Query = .init(),
+                headers: Operations.ListActivityTokens.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/tokens/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/activities/{activity_id}/tokens/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.TokenPage)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.TokenPage {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ListActivityTokens.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ListActivityTokens.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// A page of the activity's tokens.
+            ///
+            /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/tokens/get(listActivityTokens)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListActivityTokens.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.ListActivityTokens.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is not valid; `problems` points at each bad field.
+            ///
+            /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/tokens/get(listActivityTokens)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or one the worker does not know.
+            ///
+            /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/tokens/get(listActivityTokens)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key lacks the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/tokens/get(listActivityTokens)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            internal var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
+            ///
+            /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/tokens/get(listActivityTokens)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Kafka did not acknowledge the record; nothing was accepted, retry later.
+            ///
+            /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/tokens/get(listActivityTokens)/responses/503`.
             ///
             /// HTTP response code: `503 serviceUnavailable`.
             case serviceUnavailable(Components.Responses.Unavailable)

@@ -55,6 +55,18 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/activities/{activity_id}`.
     /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/get(getActivity)`.
     func getActivity(_ input: Operations.GetActivity.Input) async throws -> Operations.GetActivity.Output
+    /// A page of an activity's tokens, each with its last outcome
+    ///
+    /// The activity's registrations on `token-store`, sorted by token, each
+    /// with how the last push to it ended. Page with `cursor`: pass the
+    /// `next_cursor` of one page to get the next; a cursor is a token, so
+    /// pages stay stable while tokens come and go. Needs a key with the
+    /// `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/activities/{activity_id}/tokens`.
+    /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/tokens/get(listActivityTokens)`.
+    func listActivityTokens(_ input: Operations.ListActivityTokens.Input) async throws -> Operations.ListActivityTokens.Output
     /// The newest dead letters, by activity and reason
     ///
     /// Reads the `dead-letters` topic (every partition, to its end at the
@@ -203,6 +215,28 @@ extension APIProtocol {
         headers: Operations.GetActivity.Input.Headers = .init()
     ) async throws -> Operations.GetActivity.Output {
         try await getActivity(Operations.GetActivity.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// A page of an activity's tokens, each with its last outcome
+    ///
+    /// The activity's registrations on `token-store`, sorted by token, each
+    /// with how the last push to it ended. Page with `cursor`: pass the
+    /// `next_cursor` of one page to get the next; a cursor is a token, so
+    /// pages stay stable while tokens come and go. Needs a key with the
+    /// `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/activities/{activity_id}/tokens`.
+    /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/tokens/get(listActivityTokens)`.
+    internal func listActivityTokens(
+        path: Operations.ListActivityTokens.Input.Path,
+        query: Operations.ListActivityTokens.Input.Query = .init(),
+        headers: Operations.ListActivityTokens.Input.Headers = .init()
+    ) async throws -> Operations.ListActivityTokens.Output {
+        try await listActivityTokens(Operations.ListActivityTokens.Input(
             path: path,
             query: query,
             headers: headers
