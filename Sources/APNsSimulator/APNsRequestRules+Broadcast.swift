@@ -60,7 +60,7 @@ extension APNsRequestRules {
         if let reason = checkProviderToken(headers.authorization, state: &tokenState, now: now) {
             return answer(reason == "TooManyProviderTokenUpdates" ? 429 : 403, reason)
         }
-        guard bundle == bundleID else { return answer(400, "BadTopic") }
+        guard bundles(of: tokenState).contains(bundle) else { return answer(400, "BadTopic") }
 
         if isBroadcast {
             return broadcast(

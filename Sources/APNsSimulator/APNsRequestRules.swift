@@ -8,6 +8,11 @@ struct ConnectionTokenState: Sendable, Hashable {
     var issuedAt: Int64 = 0
     /// When (server time, Unix seconds) the connection switched to `token`.
     var acceptedAt: Int64 = 0
+    /// Which of the accepted keys signed `token`.
+    var key = 0
+    /// The bundle id of the connection's first accepted push: APNs binds
+    /// a connection's team and bundle by it.
+    var boundBundle: String?
 }
 
 /// What APNs checks on `POST /3/device/<token>`, in the order it checks:
@@ -22,25 +27,34 @@ struct APNsRequestRules: Sendable {
     /// Largest payload APNs accepts for a device push.
     static let maxPayloadBytes = 4096
 
-    let bundleID: String
-    let verifier: ProviderTokenVerifier
+    /// The keys accepted (team id, key id, public key) and the bundle ids
+    /// each may push for: the first is the configuration's own app.
+    let keys: [(verifier: ProviderTokenVerifier, bundleIDs: Set<String>)]
     /// A connection may change provider token at most this often (seconds);
     /// nil turns the rule off.
     let tokenUpdateInterval: Int64?
-    /// `<bundle>.push-type.liveactivity`.
-    private let liveActivityTopic: String
-    /// `<bundle>.`, the start of the app's other topics (`.voip`, `.complication`).
-    private let bundlePrefix: String
 
-    init(bundleID: String, verifier: ProviderTokenVerifier, tokenUpdateInterval: Int64?) {
-        self.bundleID = bundleID
-        self.verifier = verifier
+    /// `others` are further apps the simulator accepts, each with its own
+    /// key or sharing one (then the key may push for both bundles).
+    init(bundleID: String, verifier: ProviderTokenVerifier, tokenUpdateInterval: Int64?, others: [(bundleID: String, verifier: ProviderTokenVerifier)] = []) {
+        var keys: [(verifier: ProviderTokenVerifier, bundleIDs: Set<String>)] = [(verifier, [bundleID])]
+        for other in others {
+            if let index = keys.firstIndex(where: { $0.verifier.keyID == other.verifier.keyID && $0.verifier.teamID == other.verifier.teamID }) {
+                keys[index].bundleIDs.insert(other.bundleID)
+            } else {
+                keys.append((other.verifier, [other.bundleID]))
+            }
+        }
+        self.keys = keys
         self.tokenUpdateInterval = tokenUpdateInterval
-        self.liveActivityTopic = bundleID + Self.liveActivitySuffix
-        self.bundlePrefix = bundleID + "."
     }
 
     static let liveActivitySuffix = ".push-type.liveactivity"
+
+    /// The bundle ids the key of a connection's accepted token may push for.
+    func bundles(of tokenState: ConnectionTokenState) -> Set<String> {
+        keys[min(tokenState.key, keys.count - 1)].bundleIDs
+    }
 
     /// The headers the rules read, gathered in one pass.
     struct Headers {
@@ -135,8 +149,15 @@ struct APNsRequestRules: Sendable {
         let pushType = headers.pushType ?? "alert"
         guard Self.pushTypes.contains(pushType) else { return refuse(400, "InvalidPushType", token: hex) }
         guard let topic = headers.topic, !topic.isEmpty else { return refuse(400, "MissingTopic", token: hex) }
+        // The bundle is the key's bundle the topic starts with; a
+        // connection stays with the bundle of its first push.
+        guard let bundleID = bundles(of: tokenState).first(where: { topic == $0 || topic.hasPrefix($0 + ".") }) else {
+            return refuse(400, "DeviceTokenNotForTopic", token: hex)
+        }
+        if let bound = tokenState.boundBundle, bound != bundleID { return refuse(400, "TopicDisallowed", token: hex) }
+        let bundlePrefix = bundleID + "."
         if pushType == "liveactivity" {
-            if topic != liveActivityTopic {
+            if topic != bundleID + Self.liveActivitySuffix {
                 return refuse(400, topic == bundleID || topic.hasPrefix(bundlePrefix) ? "BadTopic" : "DeviceTokenNotForTopic", token: hex)
             }
         } else {
@@ -168,6 +189,7 @@ struct APNsRequestRules: Sendable {
             if name == "start", !Self.isValidStart(request.body) { return refuse(400, "BadPayload", token: hex) }
             event = name
         }
+        tokenState.boundBundle = bundleID
         return Verdict(response: .success, deviceToken: hex, apnsID: apnsID, event: event)
     }
 
@@ -178,15 +200,21 @@ struct APNsRequestRules: Sendable {
         if let authorization, let known = state.token, authorization == known {
             return now - state.issuedAt > ProviderTokenVerifier.lifetime ? "ExpiredProviderToken" : nil
         }
-        let outcome = verifier.verify(authorization: authorization, now: now)
+        // The key whose id the token names decides; with none, the first.
+        let outcomes = keys.map { $0.verifier.verify(authorization: authorization, now: now) }
+        let chosen = outcomes.firstIndex { if case .valid = $0 { true } else { false } }
+            ?? outcomes.firstIndex { if case .expired = $0 { true } else { false } } ?? 0
+        let outcome = outcomes[chosen]
         switch outcome {
         case .valid(let issuedAt):
+            // A connection keeps the key of its first token.
+            if state.token != nil, state.key != chosen { return "UnrelatedKeyIdInToken" }
             if let interval = tokenUpdateInterval, state.token != nil,
                 now - state.issuedAt <= ProviderTokenVerifier.lifetime, now - state.acceptedAt < interval
             {
                 return "TooManyProviderTokenUpdates"
             }
-            state = ConnectionTokenState(token: authorization, issuedAt: issuedAt, acceptedAt: now)
+            state = ConnectionTokenState(token: authorization, issuedAt: issuedAt, acceptedAt: now, key: chosen, boundBundle: state.boundBundle)
             return nil
         case .missing, .invalid, .expired:
             return outcome.reason

@@ -52,6 +52,25 @@ public final class APNsSimulator: Sendable {
         public var threads: Int
         /// Broadcast channels the app may keep at once (APNs: 10,000 per app and environment).
         public var channelLimit: Int
+        /// Further apps accepted beside the one above, each with its key
+        /// (or sharing one): a provider token is checked against the key it
+        /// names, and a push's topic must be a bundle of that key.
+        public var otherApps: [App] = []
+
+        /// An app the simulator accepts: its team, key and bundle id.
+        public struct App: Sendable {
+            public var teamID: String
+            public var keyID: String
+            public var publicKey: P256.Signing.PublicKey
+            public var bundleID: String
+
+            public init(teamID: String, keyID: String, publicKey: P256.Signing.PublicKey, bundleID: String) {
+                self.teamID = teamID
+                self.keyID = keyID
+                self.publicKey = publicKey
+                self.bundleID = bundleID
+            }
+        }
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, teamID: String, keyID: String,
@@ -117,7 +136,9 @@ public final class APNsSimulator: Sendable {
             throw .invalidConfiguration(
                 "the initial max concurrent streams (\(configuration.initialMaxConcurrentStreams)) must be between 1 and the max concurrent streams (\(configuration.maxConcurrentStreams))")
         }
-        guard !configuration.bundleID.isEmpty else { throw .invalidConfiguration("the bundle id is empty") }
+        guard !configuration.bundleID.isEmpty, !configuration.otherApps.contains(where: \.bundleID.isEmpty) else {
+            throw .invalidConfiguration("the bundle id is empty")
+        }
         let certificate: SimulatorCertificate
         if let given = configuration.certificate {
             certificate = given
@@ -131,7 +152,10 @@ public final class APNsSimulator: Sendable {
             bundleID: configuration.bundleID,
             verifier: ProviderTokenVerifier(
                 teamID: configuration.teamID, keyID: configuration.keyID, publicKey: configuration.publicKey),
-            tokenUpdateInterval: configuration.tokenUpdateInterval)
+            tokenUpdateInterval: configuration.tokenUpdateInterval,
+            others: configuration.otherApps.map {
+                ($0.bundleID, ProviderTokenVerifier(teamID: $0.teamID, keyID: $0.keyID, publicKey: $0.publicKey))
+            })
         let maxStreams = UInt32(configuration.maxConcurrentStreams)
         let initialMaxStreams = UInt32(configuration.initialMaxConcurrentStreams)
         let clock = configuration.clock

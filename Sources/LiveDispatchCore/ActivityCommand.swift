@@ -140,6 +140,10 @@ public struct ActivityCommand: Sendable, Hashable {
     /// For `start`: the audiences whose push-to-start tokens (of
     /// `attributesType`) are sent the start, with `input-push-token: 1`.
     public var audiences: [AudienceKey]
+    /// The app the activity belongs to (`apps:`); nil for the only app. A
+    /// start names it when the deployment has several; the activity keeps
+    /// it (its priority budget, the push-to-start tokens a start reaches).
+    public var app: String?
     public var source: CommandSource?
 
     /// Most audiences one start may address.
@@ -151,9 +155,10 @@ public struct ActivityCommand: Sendable, Hashable {
         staleDate: UnixTime? = nil, dismissalDate: UnixTime? = nil, relevanceScore: Double? = nil,
         alert: ActivityAlert? = nil, attributesType: String? = nil, attributes: JSONValue? = nil,
         inputPushToken: Bool? = nil, inputPushChannel: String? = nil, audiences: [AudienceKey] = [],
-        source: CommandSource? = nil
+        app: String? = nil, source: CommandSource? = nil
     ) {
         self.id = id
+        self.app = app
         self.activityID = activityID
         self.event = event
         self.contentState = contentState
@@ -175,12 +180,14 @@ public struct ActivityCommand: Sendable, Hashable {
     static let fieldNames: Set<String> = [
         "id", "activity_id", "event", "content_state", "replace_state", "timestamp", "priority", "stale_date",
         "dismissal_date", "relevance_score", "alert", "attributes_type", "attributes", "input_push_token",
-        "input_push_channel", "audiences", "source",
+        "input_push_channel", "audiences", "app", "source",
     ]
 
     /// Reads a command from its JSON form, naming the field of any problem.
     /// A `start` must carry `alert`, `attributes_type` and `attributes`.
-    public init(json: JSONValue) throws(FieldError) {
+    /// With `apps`, the app is checked: a named one must be configured, and
+    /// a start names one when there are several.
+    public init(json: JSONValue, apps: AppDirectory = .unchecked) throws(FieldError) {
         let reader = try FieldReader(json, what: "an activity command")
         try reader.rejectUnknown(Self.fieldNames)
         id = try reader.string("id")
@@ -217,6 +224,8 @@ public struct ActivityCommand: Sendable, Hashable {
         inputPushToken = try reader.bool("input_push_token")
         inputPushChannel = try reader.string("input_push_channel")
         audiences = try Self.audiences(reader)
+        app = try reader.appName()
+        _ = try apps.resolve(app, required: event == .start)
         source = try reader.optional("source").map { value throws(FieldError) in try CommandSource(json: value, path: "source") }
         try validate()
     }
@@ -241,8 +250,8 @@ public struct ActivityCommand: Sendable, Hashable {
     }
 
     /// Parses a command from the bytes of a Kafka record value.
-    public init(bytes: [UInt8]) throws(FieldError) {
-        try self.init(json: try FieldReader.parse(bytes))
+    public init(bytes: [UInt8], apps: AppDirectory = .unchecked) throws(FieldError) {
+        try self.init(json: try FieldReader.parse(bytes), apps: apps)
     }
 
     /// Checks the rules that span fields.
@@ -289,6 +298,7 @@ public struct ActivityCommand: Sendable, Hashable {
         if let inputPushToken { fields["input_push_token"] = .bool(inputPushToken) }
         if let inputPushChannel { fields["input_push_channel"] = .string(inputPushChannel) }
         if !audiences.isEmpty { fields["audiences"] = .array(audiences.map { .string($0.rawValue) }) }
+        if let app { fields["app"] = .string(app) }
         if let source { fields["source"] = source.json }
         return .object(fields)
     }

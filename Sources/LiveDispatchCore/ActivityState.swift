@@ -27,6 +27,9 @@ public struct ActivityState: Sendable, Hashable {
     /// When the priority-10 pushes of the last hour were flushed, oldest
     /// first (the priority budget), at most the budget's count.
     public var priority10SentAt: [UnixTime] = []
+    /// The app the activity belongs to, from the first command naming one
+    /// (or the only app's); its priority budget applies.
+    public var app: String?
 
     /// A command id and when it was applied.
     public struct RememberedCommand: Sendable, Hashable {
@@ -81,6 +84,7 @@ public struct ActivityState: Sendable, Hashable {
         self.createdAt = createdAt
         endedAt = try reader.date("ended_at")
         lastOffset = try reader.integer("last_offset")
+        app = try reader.appName()
         for (index, entry) in try reader.array("command_ids").enumerated() {
             let item = try FieldReader(entry, path: "command_ids[\(index)]", what: "a remembered command")
             guard let appliedAt = try item.date("at") else {
@@ -127,6 +131,7 @@ public struct ActivityState: Sendable, Hashable {
         if let attributes { fields["attributes"] = attributes }
         if let endedAt { fields["ended_at"] = .double(endedAt.seconds) }
         if let lastOffset { fields["last_offset"] = .integer(lastOffset) }
+        if let app { fields["app"] = .string(app) }
         if !commandIDs.isEmpty {
             fields["command_ids"] = .array(commandIDs.map { .object(["id": .string($0.id), "at": .double($0.appliedAt.seconds)]) })
         }

@@ -7,9 +7,12 @@ public struct AudienceStart: Sendable, Hashable {
     public var audience: AudienceKey
     /// The start, with `input-push-token` set.
     public var push: LiveActivityPush
+    /// The activity's app: only its push-to-start tokens are sent the start.
+    public var app: String?
 
-    public init(audience: AudienceKey, push: LiveActivityPush) {
+    public init(audience: AudienceKey, push: LiveActivityPush, app: String? = nil) {
         self.audience = audience
+        self.app = app
         var start = push.asStart
         start.inputPushToken = true
         self.push = start
@@ -17,7 +20,7 @@ public struct AudienceStart: Sendable, Hashable {
 
     static let fieldNames: Set<String> = [
         "audience", "activity_id", "version", "content_state", "timestamp", "priority", "stale_date", "relevance_score",
-        "alert", "attributes_type", "attributes", "input_push_channel",
+        "alert", "attributes_type", "attributes", "input_push_channel", "app",
     ]
 
     public init(json: JSONValue) throws(FieldError) {
@@ -50,6 +53,7 @@ public struct AudienceStart: Sendable, Hashable {
             alert: try ActivityAlert(json: try reader.required("alert"), path: "alert"),
             attributesType: attributesType, attributes: attributes, inputPushToken: true,
             inputPushChannel: try reader.string("input_push_channel"))
+        app = try reader.appName()
     }
 
     public init(bytes: [UInt8]) throws(FieldError) {
@@ -67,6 +71,7 @@ public struct AudienceStart: Sendable, Hashable {
         if let staleDate = push.staleDate { fields["stale_date"] = .double(staleDate.seconds) }
         if let relevanceScore = push.relevanceScore { fields["relevance_score"] = .double(relevanceScore) }
         if let channel = push.inputPushChannel { fields["input_push_channel"] = .string(channel) }
+        if let app { fields["app"] = .string(app) }
         return .object(fields)
     }
 }

@@ -47,12 +47,17 @@ public struct Coalescer: Sendable {
         /// (`budget.priority_10_per_hour`); beyond it an update without an
         /// alert goes at priority 5. Nil: no budget.
         public var priority10PerHour: Int?
+        /// The budget of each app that sets its own (`apps[].budget`), by
+        /// app name; nil in it turns that app's budget off. Activities of
+        /// other apps, or of none, have ``priority10PerHour``.
+        public var priority10PerHourByApp: [String: Int?]
 
         public init(
             window: Double = 0.25, maxDelay: Double = 1.0, maxAge: Double = 12 * 3600, endedRetention: Double = 4 * 3600,
             defaultPriority: PushPriority = .immediate, idempotencyWindow: Double = 24 * 3600, maxRememberedIDs: Int = 256,
-            priority10PerHour: Int? = nil
+            priority10PerHour: Int? = nil, priority10PerHourByApp: [String: Int?] = [:]
         ) {
+            self.priority10PerHourByApp = priority10PerHourByApp.mapValues { $0.map { max(0, $0) } }
             self.window = window
             self.maxDelay = max(maxDelay, window)
             self.maxAge = maxAge
@@ -61,6 +66,12 @@ public struct Coalescer: Sendable {
             self.idempotencyWindow = idempotencyWindow
             self.maxRememberedIDs = max(0, maxRememberedIDs)
             self.priority10PerHour = priority10PerHour.map { max(0, $0) }
+        }
+
+        /// The priority-10 budget of an activity of `app`; nil: none.
+        public func priority10PerHour(for app: String?) -> Int? {
+            guard let app, let own = priority10PerHourByApp[app] else { return priority10PerHour }
+            return own
         }
     }
 
@@ -184,6 +195,12 @@ public struct Coalescer: Sendable {
             if let commandID = command.id, known.remembers(commandID, since: now + -configuration.idempotencyWindow) {
                 return .duplicate(commandID: commandID)
             }
+            if let app = command.app, let owner = known.app, app != owner {
+                return .reject(
+                    .invalidCommand,
+                    message: "app: \(command.event.rawValue) at offset \(offset) names app \(app.debugDescription), but activity \(id) belongs to app \(owner.debugDescription)",
+                    details: ["field": .string("app")])
+            }
             if let endedAt = known.endedAt {
                 return .reject(
                     .activityEnded,
@@ -216,6 +233,7 @@ public struct Coalescer: Sendable {
         if let relevanceScore = command.relevanceScore { entry.state.relevanceScore = relevanceScore }
         if let attributesType = command.attributesType { entry.state.attributesType = attributesType }
         if let attributes = command.attributes { entry.state.attributes = attributes }
+        if entry.state.app == nil { entry.state.app = command.app }
 
         var held = entry.held ?? Held(firstAt: now, deadline: now, eventTime: eventTime, offsets: [])
         held.eventTime = max(held.eventTime, eventTime)
@@ -349,7 +367,7 @@ public struct Coalescer: Sendable {
         _ requested: PushPriority, event: ActivityEvent, alert: ActivityAlert?, state: inout ActivityState, now: UnixTime,
         configuration: Configuration
     ) -> PushPriority {
-        guard let budget = configuration.priority10PerHour, requested == .immediate else { return requested }
+        guard let budget = configuration.priority10PerHour(for: state.app), requested == .immediate else { return requested }
         let hourAgo = now + -3600
         state.priority10SentAt.removeAll { $0 <= hourAgo }
         if event == .update, alert == nil, state.priority10SentAt.count >= budget {

@@ -18,13 +18,14 @@ extension PartitionDispatcher {
         init(_ registration: PushToStartRegistration) {
             attributesType = registration.attributesType
             registered = RegisteredToken(
-                environment: registration.environment, expiresAt: registration.expiresAt, registeredAt: registration.registeredAt)
+                environment: registration.environment, expiresAt: registration.expiresAt, registeredAt: registration.registeredAt,
+                app: registration.app)
         }
 
         func registration(_ audience: AudienceKey, _ token: DeviceToken) -> PushToStartRegistration {
             PushToStartRegistration(
                 audience: audience, attributesType: attributesType, token: token, environment: registered.environment,
-                expiresAt: registered.expiresAt, registeredAt: registered.registeredAt)
+                expiresAt: registered.expiresAt, registeredAt: registered.registeredAt, app: registered.app)
         }
     }
 
@@ -33,7 +34,8 @@ extension PartitionDispatcher {
     struct AudienceDelivery: Sendable {
         var start: AudienceStart
         var fanOut: FanOut
-        var environments: [DeviceToken: APNsEnvironment] = [:]
+        /// Where each admitted token is sent.
+        var destinations: [DeviceToken: RegisteredToken] = [:]
         /// Ledgers written and not yet acknowledged.
         var recording = 0
         /// Dead letters and tombstones not yet acknowledged.
@@ -68,7 +70,8 @@ extension PartitionDispatcher {
         }
         guard case .object(var fields)? = try? JSONValue.parse(value) else { return }
         let started = fields.removeValue(forKey: "started")
-        guard let registration = try? PushToStartRegistration(json: .object(fields)), registration.action == .register else { return }
+        guard var registration = try? PushToStartRegistration(json: .object(fields)), registration.action == .register else { return }
+        registration.app = configuration.apps.restored(registration.app)
         audiences[registration.audience, default: [:]][registration.token] = PushToStartToken(registration)
         if let started { budget.restore(registration.token, PushToStartBudget.Ledger(json: started)) }
     }
@@ -117,13 +120,13 @@ extension PartitionDispatcher {
     /// audience, so the producer's murmur2 partitioner puts it in the
     /// audience's partition). The activity's snapshot, and so its command's
     /// offset, waits for Kafka to acknowledge them.
-    mutating func startAudiences(_ keys: [AudienceKey], _ push: LiveActivityPush) -> [Action] {
+    mutating func startAudiences(_ keys: [AudienceKey], _ push: LiveActivityPush, app: String?) -> [Action] {
         let activity = push.activityID
         let fresh = ActivityDelivery(fanOut: FanOut(activityID: activity, version: state(of: activity)?.version ?? 0, configuration: configuration.fanOut))
         deliveries[activity, default: fresh].pendingAcks += keys.count
         return keys.map { audience in
             .produce(Produce(
-                topic: .starts, key: audience.rawValue, value: AudienceStart(audience: audience, push: push).json.serialized(),
+                topic: .starts, key: audience.rawValue, value: AudienceStart(audience: audience, push: push, app: app).json.serialized(),
                 partition: nil, ticket: issueTicket(.deadLetterForActivity(activity))))
         }
     }
@@ -144,12 +147,13 @@ extension PartitionDispatcher {
         var actions: [Action] = []
         let tokens = audiences[start.audience] ?? [:]
         for token in tokens.keys.sorted() {
+            // An activity of one app is started only on that app's devices.
             guard let registration = tokens[token], registration.attributesType == start.push.attributesType,
-                  !registration.registered.isExpired(at: now)
+                  start.app == nil || registration.registered.app == start.app, !registration.registered.isExpired(at: now)
             else { continue }
             switch budget.admit(token, activity: activity, now: now) {
             case .start:
-                delivery.environments[token] = registration.registered.environment
+                delivery.destinations[token] = registration.registered
                 delivery.recording += 1
                 let value = Self.storedValue(registration.registration(start.audience, token), ledger: budget.ledger(of: token))
                 actions.append(.produce(Produce(
@@ -214,9 +218,10 @@ extension PartitionDispatcher {
                 case .success(let payload):
                     delivery.payload = payload
                     audienceDeliveries[offset] = delivery
+                    let destination = delivery.destinations[token]
                     actions.append(.send(Send(
-                        activityID: activity, token: token, environment: delivery.environments[token] ?? configuration.defaultEnvironment,
-                        push: push, payload: payload, audienceStart: offset)))
+                        activityID: activity, token: token, environment: destination?.environment ?? configuration.defaultEnvironment,
+                        app: destination?.app, push: push, payload: payload, audienceStart: offset)))
                 case .failure(let error):
                     pending.append(contentsOf: delivery.fanOut.completed(
                         token: token, version: push.version, outcome: .permanent(reason: error.description), now: now, jitter: 0))

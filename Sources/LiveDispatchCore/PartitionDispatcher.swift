@@ -33,12 +33,16 @@ public struct PartitionDispatcher: Sendable {
         public var sweepInterval: Double
         /// The budget of starts per push-to-start token.
         public var pushToStart: PushToStartBudget.Configuration
+        /// The deployment's apps: records naming another are dead-lettered.
+        public var apps: AppDirectory
 
         public init(
             coalescer: Coalescer.Configuration = .init(), fanOut: FanOut.Configuration = .init(),
             defaultEnvironment: APNsEnvironment = .production, topicPrefix: String = "livedispatch.",
-            sweepInterval: Double = 5, pushToStart: PushToStartBudget.Configuration = .init(), catchUpLimit: Double = 30
+            sweepInterval: Double = 5, pushToStart: PushToStartBudget.Configuration = .init(), catchUpLimit: Double = 30,
+            apps: AppDirectory = .unchecked
         ) {
+            self.apps = apps
             self.coalescer = coalescer
             self.fanOut = fanOut
             self.defaultEnvironment = defaultEnvironment
@@ -78,6 +82,9 @@ public struct PartitionDispatcher: Sendable {
         public var activityID: ActivityID
         public var token: DeviceToken
         public var environment: APNsEnvironment
+        /// The app the token belongs to: its key, bundle id and hosts; nil
+        /// for the only app.
+        public var app: String?
         public var push: LiveActivityPush
         /// The encoded payload, checked against APNs' size limit; one
         /// buffer shared by every send of the same version.
@@ -87,9 +94,10 @@ public struct PartitionDispatcher: Sendable {
         public var audienceStart: Int64?
 
         public init(
-            activityID: ActivityID, token: DeviceToken, environment: APNsEnvironment, push: LiveActivityPush, payload: [UInt8],
-            audienceStart: Int64? = nil
+            activityID: ActivityID, token: DeviceToken, environment: APNsEnvironment, app: String? = nil, push: LiveActivityPush,
+            payload: [UInt8], audienceStart: Int64? = nil
         ) {
+            self.app = app
             self.activityID = activityID
             self.token = token
             self.environment = environment
@@ -164,15 +172,19 @@ public struct PartitionDispatcher: Sendable {
         var registeredAt: UnixTime?
         /// What the token's `token-store` record says of its last push.
         var recorded: RecordedOutcome = .clear
+        var app: String?
 
-        init(environment: APNsEnvironment, expiresAt: UnixTime?, registeredAt: UnixTime?) {
+        init(environment: APNsEnvironment, expiresAt: UnixTime?, registeredAt: UnixTime?, app: String?) {
             self.environment = environment
             self.expiresAt = expiresAt
             self.registeredAt = registeredAt
+            self.app = app
         }
 
         init(_ registration: TokenRegistration) {
-            self.init(environment: registration.environment, expiresAt: registration.expiresAt, registeredAt: registration.registeredAt)
+            self.init(
+                environment: registration.environment, expiresAt: registration.expiresAt, registeredAt: registration.registeredAt,
+                app: registration.app)
             if let outcome = registration.lastOutcome, outcome.result == .failed { recorded = .failed(outcome) }
         }
 
@@ -308,7 +320,8 @@ public struct PartitionDispatcher: Sendable {
             }
             return
         }
-        guard let registration = try? TokenRegistration(bytes: value), registration.action == .register else { return }
+        guard var registration = try? TokenRegistration(bytes: value), registration.action == .register else { return }
+        registration.app = configuration.apps.restored(registration.app)
         registrations[registration.activityID, default: [:]][registration.token] = RegisteredToken(registration)
     }
 
@@ -403,7 +416,9 @@ public struct PartitionDispatcher: Sendable {
 
     private mutating func applyCommand(_ record: Record, now: UnixTime) -> [Action] {
         let parsed: ActivityCommand
-        switch accept(.commands, record, what: "command", now: now, parse: ActivityCommand.init(bytes:), key: { ($0.activityID.rawValue, $0.activityID) }) {
+        let apps = configuration.apps
+        let parse = { (bytes: [UInt8]) throws(FieldError) in try ActivityCommand(bytes: bytes, apps: apps) }
+        switch accept(.commands, record, what: "command", now: now, parse: parse, key: { ($0.activityID.rawValue, $0.activityID) }) {
         case .ready(let command): parsed = command
         case .handled(let actions): return actions
         }
@@ -419,7 +434,7 @@ public struct PartitionDispatcher: Sendable {
             return []
         case .flush(var flush):
             guard parsed.event == .start, !parsed.audiences.isEmpty else { return publish(flush, now: now) }
-            let actions = startAudiences(parsed.audiences, flush.push)
+            let actions = startAudiences(parsed.audiences, flush.push, app: flush.snapshot.app)
             // The devices started through their push-to-start tokens hold the
             // activity: its update tokens are sent the state as an update.
             flush.push.event = .update
@@ -475,7 +490,9 @@ public struct PartitionDispatcher: Sendable {
             case .pushToStart(let registration): (registration.audience.rawValue, nil)
             }
         }
-        switch accept(.tokens, record, what: "token registration", now: now, parse: TokenRecord.init(bytes:), key: keyOf) {
+        let apps = configuration.apps
+        let parse = { (bytes: [UInt8]) throws(FieldError) in try TokenRecord(bytes: bytes, apps: apps) }
+        switch accept(.tokens, record, what: "token registration", now: now, parse: parse, key: keyOf) {
         case .ready(.update(let value)): registration = value
         case .ready(.pushToStart(let value)): return pushToStartRecord(value, offset: record.offset, now: now)
         case .handled(let actions): return actions
@@ -760,10 +777,12 @@ public struct PartitionDispatcher: Sendable {
         while let action = pending.popFirst() {
             switch action {
             case .send(let token, let push):
-                let environment = registrations[activity]?[token]?.environment ?? configuration.defaultEnvironment
+                let registered = registrations[activity]?[token]
                 switch payload(for: push) {
                 case .success(let payload):
-                    actions.append(.send(Send(activityID: activity, token: token, environment: environment, push: push, payload: payload)))
+                    actions.append(.send(Send(
+                        activityID: activity, token: token, environment: registered?.environment ?? configuration.defaultEnvironment,
+                        app: registered?.app, push: push, payload: payload)))
                 case .failure(let error):
                     // A start made for a token that missed its start carries
                     // the attributes and can outgrow the limit its update met.

@@ -65,11 +65,13 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
     /// `token-store` (see ``TokenOutcome``); a registration on `tokens` that
     /// carries one has it ignored.
     public var lastOutcome: TokenOutcome?
+    /// The app the token belongs to (`apps:`); nil for the only app.
+    public var app: String?
 
     public init(
         activityID: ActivityID, token: DeviceToken, action: Action = .register,
         environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil, registeredAt: UnixTime? = nil,
-        lastOutcome: TokenOutcome? = nil
+        lastOutcome: TokenOutcome? = nil, app: String? = nil
     ) {
         self.activityID = activityID
         self.token = token
@@ -78,9 +80,13 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
         self.expiresAt = expiresAt
         self.registeredAt = registeredAt
         self.lastOutcome = lastOutcome
+        self.app = app
     }
 
-    public init(json: JSONValue) throws(FieldError) {
+    /// Reads a registration; with `apps`, its app is checked (it must be
+    /// configured, and named when there are several) and a token naming no
+    /// environment takes its app's.
+    public init(json: JSONValue, apps: AppDirectory = .unchecked) throws(FieldError) {
         let reader = try FieldReader(json, what: "a token registration")
         guard try TokenKind(reader) == .update else {
             throw FieldError(field: "kind", message: "a push_to_start token is read as a PushToStartRegistration (it has an audience, not an activity id)")
@@ -88,18 +94,18 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
         for field in ["audience", "attributes_type"] where reader.fields[field] != nil {
             throw FieldError(field: field, message: "belongs to a push_to_start token; an update token names only its activity_id")
         }
-        try reader.rejectUnknown(["kind", "activity_id", "token", "action", "environment", "expires_at", "registered_at", "last_outcome"])
+        try reader.rejectUnknown(["kind", "activity_id", "token", "action", "environment", "expires_at", "registered_at", "last_outcome", "app"])
         activityID = try reader.requiredActivityID("activity_id")
-        (token, action, environment, expiresAt, registeredAt) = try Self.commonFields(reader)
+        (token, action, environment, expiresAt, registeredAt, app) = try Self.commonFields(reader, apps: apps)
         lastOutcome = try reader.object("last_outcome").map { value throws(FieldError) in
             try TokenOutcome(FieldReader(value, path: reader.name("last_outcome"), what: "a token outcome"))
         }
     }
 
-    /// The fields both kinds share: token, action, environment, expiry and
-    /// registration time.
-    static func commonFields(_ reader: FieldReader) throws(FieldError)
-        -> (DeviceToken, Action, APNsEnvironment, UnixTime?, UnixTime?)
+    /// The fields both kinds share: token, action, environment, expiry,
+    /// registration time and app.
+    static func commonFields(_ reader: FieldReader, apps: AppDirectory) throws(FieldError)
+        -> (DeviceToken, Action, APNsEnvironment, UnixTime?, UnixTime?, String?)
     {
         let token = try reader.requiredToken("token")
         guard token.bytes.count >= DeviceToken.minBytes else {
@@ -110,32 +116,39 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
         guard let action = Action(rawValue: actionName) else {
             throw FieldError(field: "action", message: "\(actionName.debugDescription) is not an action (expected register or unregister)")
         }
-        let environmentName = try reader.string("environment") ?? APNsEnvironment.production.rawValue
-        guard let environment = APNsEnvironment(rawValue: environmentName) else {
-            throw FieldError(
-                field: "environment", message: "\(environmentName.debugDescription) is not an environment (expected production or sandbox)")
+        let named = try reader.appName()
+        // An unregistration removes the token whatever its app.
+        let app = try apps.resolve(named, required: action == .register)
+        var environment = app?.environment ?? .production
+        if let environmentName = try reader.string("environment") {
+            guard let given = APNsEnvironment(rawValue: environmentName) else {
+                throw FieldError(
+                    field: "environment", message: "\(environmentName.debugDescription) is not an environment (expected production or sandbox)")
+            }
+            environment = given
         }
-        return (token, action, environment, try reader.date("expires_at"), try reader.date("registered_at"))
+        return (token, action, environment, try reader.date("expires_at"), try reader.date("registered_at"), named)
     }
 
     /// The JSON members both kinds share.
     static func commonJSON(
-        token: DeviceToken, action: Action, environment: APNsEnvironment, expiresAt: UnixTime?, registeredAt: UnixTime?
+        token: DeviceToken, action: Action, environment: APNsEnvironment, expiresAt: UnixTime?, registeredAt: UnixTime?, app: String?
     ) -> [String: JSONValue] {
         var fields: [String: JSONValue] = [
             "token": .string(token.hex), "action": .string(action.rawValue), "environment": .string(environment.rawValue),
         ]
+        if let app { fields["app"] = .string(app) }
         if let expiresAt { fields["expires_at"] = .double(expiresAt.seconds) }
         if let registeredAt { fields["registered_at"] = .double(registeredAt.seconds) }
         return fields
     }
 
-    public init(bytes: [UInt8]) throws(FieldError) {
-        try self.init(json: try FieldReader.parse(bytes))
+    public init(bytes: [UInt8], apps: AppDirectory = .unchecked) throws(FieldError) {
+        try self.init(json: try FieldReader.parse(bytes), apps: apps)
     }
 
     public var json: JSONValue {
-        var fields = Self.commonJSON(token: token, action: action, environment: environment, expiresAt: expiresAt, registeredAt: registeredAt)
+        var fields = Self.commonJSON(token: token, action: action, environment: environment, expiresAt: expiresAt, registeredAt: registeredAt, app: app)
         fields["activity_id"] = .string(activityID.rawValue)
         if let lastOutcome { fields["last_outcome"] = lastOutcome.json }
         return .object(fields)
@@ -163,11 +176,15 @@ public struct PushToStartRegistration: Sendable, Hashable, Expiring {
     public var environment: APNsEnvironment
     public var expiresAt: UnixTime?
     public var registeredAt: UnixTime?
+    /// The app the token belongs to (`apps:`); nil for the only app. An
+    /// audience start of one app goes only to that app's tokens.
+    public var app: String?
 
     public init(
         audience: AudienceKey, attributesType: String, token: DeviceToken, action: TokenRegistration.Action = .register,
-        environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil, registeredAt: UnixTime? = nil
+        environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil, registeredAt: UnixTime? = nil, app: String? = nil
     ) {
+        self.app = app
         self.audience = audience
         self.attributesType = attributesType
         self.token = token
@@ -178,11 +195,12 @@ public struct PushToStartRegistration: Sendable, Hashable, Expiring {
     }
 
     static let fieldNames: Set<String> = [
-        "kind", "audience", "attributes_type", "token", "action", "environment", "expires_at", "registered_at",
+        "kind", "audience", "attributes_type", "token", "action", "environment", "expires_at", "registered_at", "app",
     ]
 
-    /// Reads a registration whose `kind` is `push_to_start`.
-    public init(json: JSONValue) throws(FieldError) {
+    /// Reads a registration whose `kind` is `push_to_start`; `apps` as for
+    /// ``TokenRegistration/init(json:apps:)``.
+    public init(json: JSONValue, apps: AppDirectory = .unchecked) throws(FieldError) {
         let reader = try FieldReader(json, what: "a push-to-start token registration")
         guard try TokenKind(reader) == .pushToStart else {
             throw FieldError(field: "kind", message: "is not push_to_start")
@@ -198,11 +216,12 @@ public struct PushToStartRegistration: Sendable, Hashable, Expiring {
         guard !attributesType.isEmpty, attributesType.utf8.count <= 256 else {
             throw FieldError(field: "attributes_type", message: "must be a Swift type name of 1 to 256 bytes")
         }
-        (token, action, environment, expiresAt, registeredAt) = try TokenRegistration.commonFields(reader)
+        (token, action, environment, expiresAt, registeredAt, app) = try TokenRegistration.commonFields(reader, apps: apps)
     }
 
     public var json: JSONValue {
-        var fields = TokenRegistration.commonJSON(token: token, action: action, environment: environment, expiresAt: expiresAt, registeredAt: registeredAt)
+        var fields = TokenRegistration.commonJSON(
+            token: token, action: action, environment: environment, expiresAt: expiresAt, registeredAt: registeredAt, app: app)
         fields["kind"] = .string(TokenKind.pushToStart.rawValue)
         fields["audience"] = .string(audience.rawValue)
         fields["attributes_type"] = .string(attributesType)
@@ -225,15 +244,15 @@ public enum TokenRecord: Sendable, Hashable {
     case update(TokenRegistration)
     case pushToStart(PushToStartRegistration)
 
-    public init(json: JSONValue) throws(FieldError) {
+    public init(json: JSONValue, apps: AppDirectory = .unchecked) throws(FieldError) {
         switch try TokenKind(FieldReader(json, what: "a token registration")) {
-        case .update: self = .update(try TokenRegistration(json: json))
-        case .pushToStart: self = .pushToStart(try PushToStartRegistration(json: json))
+        case .update: self = .update(try TokenRegistration(json: json, apps: apps))
+        case .pushToStart: self = .pushToStart(try PushToStartRegistration(json: json, apps: apps))
         }
     }
 
-    public init(bytes: [UInt8]) throws(FieldError) {
-        try self.init(json: try FieldReader.parse(bytes))
+    public init(bytes: [UInt8], apps: AppDirectory = .unchecked) throws(FieldError) {
+        try self.init(json: try FieldReader.parse(bytes), apps: apps)
     }
 
     /// The Kafka key the record must have: the activity id or the audience key.

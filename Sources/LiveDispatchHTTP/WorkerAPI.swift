@@ -41,6 +41,9 @@ struct WorkerAPI: APIProtocol {
     let rules: @Sendable () -> RuleSet
     /// Reads the internal topics for the read routes and replays.
     let readTopic: ReadTopic
+    /// The deployment's apps: a request naming another `app` is refused as
+    /// the dispatcher would dead-letter it.
+    var apps: AppDirectory = .unchecked
 
     /// What became of one request.
     enum Outcome<Accepted: Sendable>: Sendable {
@@ -74,7 +77,7 @@ struct WorkerAPI: APIProtocol {
         _ event: ActivityEvent, activity: String, idempotencyKey: String?, body: some Encodable & Sendable
     ) async -> Outcome<Components.Schemas.CommandAccepted> {
         let command: ActivityCommand
-        switch Self.command(event, activity: activity, idempotencyKey: idempotencyKey, body: body, makeID: makeID) {
+        switch Self.command(event, activity: activity, idempotencyKey: idempotencyKey, body: body, makeID: makeID, apps: apps) {
         case .success(let made): command = made
         case .failure(let error): return .invalid(error)
         }
@@ -85,7 +88,8 @@ struct WorkerAPI: APIProtocol {
 
     /// The command a request stands for, or the 400 naming each bad field.
     static func command(
-        _ event: ActivityEvent, activity: String, idempotencyKey: String?, body: some Encodable, makeID: () -> String
+        _ event: ActivityEvent, activity: String, idempotencyKey: String?, body: some Encodable, makeID: () -> String,
+        apps: AppDirectory = .unchecked
     ) -> Result<ActivityCommand, APIError> {
         if let idempotencyKey, !isValidIdempotencyKey(idempotencyKey) {
             return .failure(.invalid("the request is not valid", problems: [.init(
@@ -108,7 +112,7 @@ struct WorkerAPI: APIProtocol {
         fields["event"] = .string(event.rawValue)
         fields["id"] = .string(idempotencyKey ?? makeID())
         do {
-            return .success(try ActivityCommand(json: .object(fields)))
+            return .success(try ActivityCommand(json: .object(fields), apps: apps))
         } catch {
             return .failure(.invalid("the request is not valid", problems: [problem(error, notification: notification != nil)]))
         }
@@ -148,7 +152,7 @@ struct WorkerAPI: APIProtocol {
     func submit(registration json: JSONValue, inParameters: Bool = false) async -> Outcome<Components.Schemas.TokenAccepted> {
         let record: TokenRecord
         do {
-            record = try TokenRecord(json: json)
+            record = try TokenRecord(json: json, apps: apps)
         } catch {
             let pointer = inParameters ? "#/parameters/\(error.field)" : JSONPointer.make(error.field.split(separator: ".").map(String.init))
             return .invalid(.invalid("the request is not valid", problems: [.init(pointer: error.field.isEmpty ? "" : pointer, message: error.message)]))

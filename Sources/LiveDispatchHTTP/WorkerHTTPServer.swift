@@ -72,7 +72,7 @@ public struct WorkerHTTPServer: Service {
             produce: { topic, key, value in _ = try await producer.send(topic: topic, key: key, value: value) },
             rules: { [rules = components.rules] in rules.current },
             readTopic: Self.topicReader(client: components.kafka, logger: components.logger),
-            logger: components.logger, onListening: onListening)
+            apps: configuration.appDirectory, logger: components.logger, onListening: onListening)
     }
 
     /// A server with its collaborators given as functions.
@@ -82,7 +82,7 @@ public struct WorkerHTTPServer: Service {
         topics: WorkerAPI.Topics,
         produce: @escaping @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void,
         rules: @escaping @Sendable () -> RuleSet,
-        readTopic: @escaping WorkerAPI.ReadTopic,
+        readTopic: @escaping WorkerAPI.ReadTopic, apps: AppDirectory = .unchecked,
         logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let parts = listen.split(separator: ":")
@@ -101,7 +101,7 @@ public struct WorkerHTTPServer: Service {
             Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
         }
         let api = WorkerAPI(
-            topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic)
+            topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps)
         try api.registerHandlers(on: router)
 
         // The loader keeps timeouts within 10 ms…24 h; a configuration built

@@ -63,6 +63,8 @@ final class CompiledRule: Sendable {
     let attributes: [FieldAssignment]?
     /// For a start: the audiences whose push-to-start tokens it is sent to.
     let audiences: [Template]
+    /// The app of the activities the rule commands (`app`); nil for the only app.
+    let app: String?
 
     /// Longest list `for_each` walks; a longer one is an error, not a flood.
     static let maxForEach = 1000
@@ -78,8 +80,9 @@ final class CompiledRule: Sendable {
         activityID: Template, activityType: String, event: ActivityEvent, set: [FieldAssignment], unset: [String],
         replaceState: Bool, priority: PrioritySpecification?, alert: AlertTemplates?, stale: DateSpecification?,
         dismissal: DateSpecification?, relevanceScore: CompiledExpression?, timestamp: CompiledExpression?,
-        attributes: [FieldAssignment]?, audiences: [Template] = []
+        attributes: [FieldAssignment]?, audiences: [Template] = [], app: String? = nil
     ) {
+        self.app = app
         self.name = name
         self.topics = topics
         self.location = location

@@ -54,6 +54,10 @@ public enum RuleFileSchema {
                     "description": "For a start: audience keys (templates) whose push-to-start tokens are sent the start.",
                     "type": "array", "minItems": 1, "maxItems": 100, "items": ["$ref": "#/$defs/template"],
                 ],
+                "app": [
+                    "description": "The app (of the worker's apps:) the activities belong to; needed on a start when there are several.",
+                    "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$",
+                ],
             ],
         ]
         return [

@@ -15,7 +15,7 @@ struct RuleLoader: Sendable {
     static let ruleKeys = [
         "name", "description", "topic", "when", "activity_id", "activity_type", "event", "set", "unset", "replace_state",
         "priority", "alert", "stale_after", "stale_date", "dismiss_after", "dismissal_date", "relevance_score",
-        "timestamp", "for_each", "attributes", "audiences",
+        "timestamp", "for_each", "attributes", "audiences", "app",
     ]
     static let alertKeys = ["title", "body", "sound"]
 
@@ -373,12 +373,21 @@ struct RuleBuilder {
             }
         }
 
+        var app: String?
+        if let appNode = node["app"] {
+            if let name = appNode.scalar, AppDirectory.nameProblem(name) == nil {
+                app = name
+            } else {
+                problem(appNode, "app is not an app name", expected: "the name of an app of the worker's apps: (1 to 64 letters, digits, -, _ or .)")
+            }
+        }
+
         guard let activityID, let activityType else { return nil }
         return CompiledRule(
             name: name, topics: topics, location: source.location(node), when: when, forEach: forEach, activityID: activityID,
             activityType: activityType.name, event: event, set: set, unset: unset, replaceState: replaceState, priority: priority,
             alert: alert, stale: stale, dismissal: dismissal, relevanceScore: relevance, timestamp: timestamp,
-            attributes: attributes ?? (event == .start ? [] : nil), audiences: audiences)
+            attributes: attributes ?? (event == .start ? [] : nil), audiences: audiences, app: app)
     }
 
     mutating func checkKeys(_ pairs: [(key: YAMLNode, value: YAMLNode)], allowed: [String], context: String) {

@@ -274,37 +274,94 @@ public final class Worker: Sendable {
                 endpoint: endpoint, connections: apns.connections, maxQueued: max(1000, configuration.limits.maxInFlightPerActivity * 4),
                 requestTimeout: apns.requestTimeout, additionalTrustRoots: trustRoots)
         }
+        let apps = configuration.resolvedApps
+        guard let first = apps.first else { throw WorkerStartError("apps: no app is configured") }
+        // One pool per (host, key, bundle): APNs binds a connection's team
+        // and bundle by its first push.
+        var pools = APNsPools(logger: logger)
+        var routes: [String: [APNsEnvironment: PushSender.Route]] = [:]
+
         if apns.endpoint == "simulator" {
-            let key = P256.Signing.PrivateKey()
-            let teamID = apns.teamID.isEmpty ? "SIMULATOR1" : apns.teamID
-            let keyID = apns.keyID.isEmpty ? "SIMKEY0001" : apns.keyID
-            let simulator = try await APNsSimulator.start(
-                configuration: .init(
-                    teamID: teamID, keyID: keyID, publicKey: key.publicKey, bundleID: apns.bundleID,
-                    recordFile: options.simulatorRecordFile, historyLimit: options.simulatorHistory, threads: 1),
-                logger: logger)
+            // Each (team, key) pair gets a generated key; the simulator accepts them all.
+            var keys: [String: P256.Signing.PrivateKey] = [:]
+            var accepted: [APNsSimulator.Configuration.App] = []
+            for app in apps {
+                let teamID = app.teamID.isEmpty ? "SIMULATOR1" : app.teamID
+                let keyID = app.keyID.isEmpty ? "SIMKEY0001" : app.keyID
+                let key = keys["\(teamID)/\(keyID)"] ?? P256.Signing.PrivateKey()
+                keys["\(teamID)/\(keyID)"] = key
+                accepted.append(.init(teamID: teamID, keyID: keyID, publicKey: key.publicKey, bundleID: app.bundleID))
+            }
+            var simulatorConfiguration = APNsSimulator.Configuration(
+                teamID: accepted[0].teamID, keyID: accepted[0].keyID, publicKey: accepted[0].publicKey, bundleID: accepted[0].bundleID,
+                recordFile: options.simulatorRecordFile, historyLimit: options.simulatorHistory, threads: 1)
+            simulatorConfiguration.otherApps = Array(accepted.dropFirst())
+            let simulator = try await APNsSimulator.start(configuration: simulatorConfiguration, logger: logger)
             var client = clientConfiguration(.init(host: "127.0.0.1", port: simulator.port, serverName: "localhost"))
             client.additionalTrustRoots += try NIOSSLCertificate.fromPEMBytes(Array(simulator.certificate.certificatePEM.utf8))
-            let pool = try APNsConnectionPool(
-                configuration: client, signingKey: APNsSigningKey(privateKey: key, keyID: keyID, teamID: teamID), logger: logger)
+            for (app, acceptedApp) in zip(apps, accepted) {
+                guard let key = keys["\(acceptedApp.teamID)/\(acceptedApp.keyID)"] else { continue }
+                let signingKey = APNsSigningKey(privateKey: key, keyID: acceptedApp.keyID, teamID: acceptedApp.teamID)
+                let route = PushSender.Route(pool: try pools.pool(client, signingKey, bundleID: app.bundleID), bundleID: app.bundleID)
+                routes[app.name] = [.production: route, .sandbox: route]
+            }
             logger.notice("Started an in-process APNs simulator with a generated key", metadata: ["apns.port": "\(simulator.port)"])
-            return (PushSender(production: pool, sandbox: pool, bundleID: apns.bundleID), simulator)
+            return (PushSender(routes: routes, defaultApp: first.name), simulator)
         }
-        let pem: String
-        do {
-            pem = try String(contentsOfFile: apns.keyPath, encoding: .utf8)
-        } catch {
-            throw WorkerStartError("apns.key_path: \(apns.keyPath) cannot be read (\(error.localizedDescription))")
+
+        for app in apps {
+            let pem: String
+            do {
+                pem = try String(contentsOfFile: app.keyPath, encoding: .utf8)
+            } catch {
+                throw WorkerStartError("the key of app \(app.name) (\(app.keyPath)) cannot be read (\(error.localizedDescription))")
+            }
+            let signingKey = try APNsSigningKey(pemRepresentation: pem, keyID: app.keyID, teamID: app.teamID)
+            for environment in APNsEnvironment.allCases {
+                let endpoint = try Self.endpoint(of: app, environment, apnsEndpoint: apns.endpoint)
+                let pool = try pools.pool(clientConfiguration(endpoint), signingKey, bundleID: app.bundleID)
+                routes[app.name, default: [:]][environment] = PushSender.Route(pool: pool, bundleID: app.bundleID)
+            }
         }
-        let signingKey = try APNsSigningKey(pemRepresentation: pem, keyID: apns.keyID, teamID: apns.teamID)
-        if apns.endpoint == "production" || apns.endpoint == "sandbox" {
-            let production = try APNsConnectionPool(configuration: clientConfiguration(.production), signingKey: signingKey, logger: logger)
-            let sandbox = try APNsConnectionPool(configuration: clientConfiguration(.sandbox), signingKey: signingKey, logger: logger)
-            return (PushSender(production: production, sandbox: sandbox, bundleID: apns.bundleID), nil)
+        return (PushSender(routes: routes, defaultApp: first.name), nil)
+    }
+
+    /// Where an app's pushes of one environment go: its own `endpoints`
+    /// override, else Apple's host (`apns.endpoint` production or
+    /// sandbox), else the `host:port` of `apns.endpoint`.
+    static func endpoint(
+        of app: WorkerConfiguration.App, _ environment: APNsEnvironment, apnsEndpoint: String
+    ) throws -> APNsClientConfiguration.Endpoint {
+        let text = app.endpoint(environment).isEmpty ? apnsEndpoint : app.endpoint(environment)
+        if text == "production" || text == "sandbox" {
+            return environment == .sandbox ? .sandbox : .production
         }
-        let parts = apns.endpoint.split(separator: ":")
-        let pool = try APNsConnectionPool(
-            configuration: clientConfiguration(.init(host: String(parts[0]), port: Int(parts[1]) ?? 443)), signingKey: signingKey, logger: logger)
-        return (PushSender(production: pool, sandbox: pool, bundleID: apns.bundleID), nil)
+        guard let (host, port) = WorkerConfiguration.hostAndPort(text, ports: 1...65535) else {
+            throw WorkerStartError("apps.\(app.name).endpoints.\(environment.rawValue): \(text.debugDescription) is not host:port")
+        }
+        return .init(host: host, port: port)
+    }
+}
+
+/// The APNs pools of one worker, shared by (endpoint, team, key, bundle).
+struct APNsPools {
+    struct Key: Hashable {
+        var endpoint: APNsClientConfiguration.Endpoint
+        var teamID: String
+        var keyID: String
+        var bundleID: String
+    }
+
+    let logger: Logger
+    private var pools: [Key: APNsConnectionPool] = [:]
+
+    init(logger: Logger) { self.logger = logger }
+
+    mutating func pool(_ configuration: APNsClientConfiguration, _ signingKey: APNsSigningKey, bundleID: String) throws -> APNsConnectionPool {
+        let key = Key(endpoint: configuration.endpoint, teamID: signingKey.teamID, keyID: signingKey.keyID, bundleID: bundleID)
+        if let pool = pools[key] { return pool }
+        let pool = try APNsConnectionPool(configuration: configuration, signingKey: signingKey, logger: logger)
+        pools[key] = pool
+        return pool
     }
 }

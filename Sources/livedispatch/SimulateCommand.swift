@@ -34,6 +34,10 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
     @Option(name: .customLong("public-key"), help: "The public key (PEM) that verifies provider tokens.")
     var publicKey: String?
     @Option(name: .customLong("bundle-id"), help: "The app's bundle id.") var bundleID: String?
+    @Option(
+        name: .customLong("also-app"),
+        help: "Another app accepted, as TEAM_ID:KEY_ID:BUNDLE_ID:KEY_FILE (.p8 or public key PEM); repeatable.")
+    var otherApps: [String] = []
     @Option(name: .customLong("max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS after the first good push.")
     var maxStreams = 1000
     @Option(
@@ -124,19 +128,35 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
         let faults = try makeFaults()
         guard channelLimit >= 0 else { throw ValidationError("--channel-limit: expected 0 or more, got \(channelLimit)") }
         let logger = Logger(label: "livedispatch.simulator") { StreamLogHandler.standardError(label: $0) }
-        let simulator = try await APNsSimulator.start(
-            configuration: .init(
-                host: host, port: port, teamID: teamID, keyID: keyID, publicKey: verificationKey, bundleID: bundleID,
-                maxConcurrentStreams: maxStreams, initialMaxConcurrentStreams: initialMaxStreams,
-                certificate: certificate, faults: faults, recordFile: record, historyLimit: history,
-                threads: threads ?? ProcessInfo.processInfo.activeProcessorCount, channelLimit: channelLimit),
-            logger: logger)
+        var configuration = APNsSimulator.Configuration(
+            host: host, port: port, teamID: teamID, keyID: keyID, publicKey: verificationKey, bundleID: bundleID,
+            maxConcurrentStreams: maxStreams, initialMaxConcurrentStreams: initialMaxStreams,
+            certificate: certificate, faults: faults, recordFile: record, historyLimit: history,
+            threads: threads ?? ProcessInfo.processInfo.activeProcessorCount, channelLimit: channelLimit)
+        configuration.otherApps = try otherApps.map(parseApp)
+        let simulator = try await APNsSimulator.start(configuration: configuration, logger: logger)
         if let certOut { try writeText(simulator.certificate.certificatePEM, to: certOut) }
         if let certKeyOut { try writeText(simulator.certificate.privateKeyPEM, to: certKeyOut, private: true) }
         FileHandle.standardOutput.write(Data("listening: \(simulator.host):\(simulator.port)\n".utf8))
         let signal = await waitForTerminationSignal()
         logger.info("stopping", metadata: ["signal": "\(signal)"])
         try await simulator.stop()
+    }
+
+    /// `TEAM_ID:KEY_ID:BUNDLE_ID:KEY_FILE` of `--also-app`.
+    private func parseApp(_ text: String) throws -> APNsSimulator.Configuration.App {
+        let parts = text.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 4, !parts.contains(where: \.isEmpty) else {
+            throw ValidationError("--also-app \(text.debugDescription): expected TEAM_ID:KEY_ID:BUNDLE_ID:KEY_FILE")
+        }
+        let pem = try readText(parts[3])
+        if let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) {
+            return .init(teamID: parts[0], keyID: parts[1], publicKey: key.publicKey, bundleID: parts[2])
+        }
+        guard let key = try? P256.Signing.PublicKey(pemRepresentation: pem) else {
+            throw ValidationError("--also-app: \(parts[3]) is neither a P-256 .p8 private key nor a P-256 public key in PEM")
+        }
+        return .init(teamID: parts[0], keyID: parts[1], publicKey: key, bundleID: parts[2])
     }
 
     private func loadVerificationKey() throws -> P256.Signing.PublicKey {

@@ -175,4 +175,37 @@ struct IngestCommandTests {
         }
         #expect(accepted.action == .register && accepted.activityId == "a")
     }
+
+    @Test("app is checked against the deployment's apps, for commands and tokens, as the dispatcher does")
+    func apps() async throws {
+        let rules = try ExplainRulesTests.shippedRules()
+        let apps = AppDirectory([.init(name: "scores"), .init(name: "courier", environment: .sandbox)])
+        let named = Update(contentState: try .init(unvalidatedValue: ["teamOneScore": 2]), app: "scores")
+        #expect(try WorkerAPI.command(.update, activity: "m", idempotencyKey: nil, body: named, makeID: { "id" }, apps: apps).get().app == "scores")
+        let unknown = Update(app: "weather")
+        #expect(problems(WorkerAPI.command(.update, activity: "m", idempotencyKey: nil, body: unknown, makeID: { "id" }, apps: apps)) == ["/app"])
+
+        let records = ProducedRecords()
+        var api = WorkerAPI(
+            topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"),
+            produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
+        api.apps = apps
+        let hex = String(repeating: "ab", count: 32)
+        guard case .invalid(let missing) = await api.submit(registration: .object(["activity_id": "a", "token": .string(hex)])) else {
+            Issue.record("a token naming no app among several must be refused")
+            return
+        }
+        #expect(missing.problems.map(\.pointer) == ["/app"])
+        guard case .accepted = await api.submit(registration: .object(["activity_id": "a", "token": .string(hex), "app": "courier"])) else {
+            Issue.record("a token of a known app must be accepted")
+            return
+        }
+        let produced = try TokenRecord(bytes: try #require(records.produced.withLock { $0.first }).2)
+        guard case .update(let registration) = produced else {
+            Issue.record("an update token must be produced")
+            return
+        }
+        #expect(registration.app == "courier")
+        #expect(registration.environment == .sandbox, "the app's environment is written into the record")
+    }
 }

@@ -114,6 +114,25 @@ struct RuleSetTests {
         #expect(first.staleDate == UnixTime(iso8601: "2026-02-08T23:02:00Z"))
     }
 
+    @Test("a rule's app names the app of its commands; a malformed one is a load error at its position")
+    func ruleApp() throws {
+        let withApp = followersRules.replacingOccurrences(of: "    stale_after: duration(\"1m\") * 2", with: "    stale_after: duration(\"1m\") * 2\n    app: scores")
+        let rules = try RuleSet.compile(files: [("fans.yaml", withApp)])
+        let event: JSONValue = ["type": "goal", "followers": ["ann"], "home": 1, "away": 0, "at": 0]
+        guard case .command(let command) = rules.evaluate(record("sports.scores"), event: event, now: now).first else {
+            Issue.record("expected a command")
+            return
+        }
+        #expect(command.app == "scores")
+        #expect(try ActivityCommand(json: command.json).app == "scores")
+
+        let bad = followersRules.replacingOccurrences(of: "    stale_after: duration(\"1m\") * 2", with: "    stale_after: duration(\"1m\") * 2\n    app: \"two words\"")
+        let error = try #require(throws: RuleSetError.self) { try RuleSet.compile(files: [("fans.yaml", bad)]) }
+        let diagnostic = try #require(error.diagnostics.first)
+        #expect(diagnostic.message == "app is not an app name")
+        #expect(diagnostic.location.line == 29)
+    }
+
     @Test("an empty for_each list matches nothing; a too long one is an error")
     func forEachBounds() throws {
         let rules = try RuleSet.compile(files: [("fans.yaml", followersRules)])

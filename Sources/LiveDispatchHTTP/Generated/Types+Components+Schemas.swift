@@ -185,6 +185,10 @@ extension Components {
             case production = "production"
             case sandbox = "sandbox"
         }
+        /// The app (`apps:` in the worker's configuration) the token or activity belongs to; optional when the deployment has one app. A start names it when there are several.
+        ///
+        /// - Remark: Generated from `#/components/schemas/App`.
+        internal typealias App = Swift.String
         /// Braze's fields for an update or an end. `content_state` is a JSON merge patch on the activity's state unless `replace_state` is true.
         ///
         /// - Remark: Generated from `#/components/schemas/UpdateRequest`.
@@ -209,6 +213,8 @@ extension Components {
             internal var notification: Components.Schemas.Notification?
             /// - Remark: Generated from `#/components/schemas/UpdateRequest/alert`.
             internal var alert: Components.Schemas.Alert?
+            /// - Remark: Generated from `#/components/schemas/UpdateRequest/app`.
+            internal var app: Components.Schemas.App?
             /// Creates a new `UpdateRequest`.
             ///
             /// - Parameters:
@@ -221,6 +227,7 @@ extension Components {
             ///   - relevanceScore:
             ///   - notification:
             ///   - alert:
+            ///   - app:
             internal init(
                 contentState: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
                 replaceState: Swift.Bool? = nil,
@@ -230,7 +237,8 @@ extension Components {
                 dismissalDate: Components.Schemas.Date? = nil,
                 relevanceScore: Swift.Double? = nil,
                 notification: Components.Schemas.Notification? = nil,
-                alert: Components.Schemas.Alert? = nil
+                alert: Components.Schemas.Alert? = nil,
+                app: Components.Schemas.App? = nil
             ) {
                 self.contentState = contentState
                 self.replaceState = replaceState
@@ -241,6 +249,7 @@ extension Components {
                 self.relevanceScore = relevanceScore
                 self.notification = notification
                 self.alert = alert
+                self.app = app
             }
             internal enum CodingKeys: String, CodingKey {
                 case contentState = "content_state"
@@ -252,6 +261,7 @@ extension Components {
                 case relevanceScore = "relevance_score"
                 case notification
                 case alert
+                case app
             }
             internal init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -291,6 +301,10 @@ extension Components {
                     Components.Schemas.Alert.self,
                     forKey: .alert
                 )
+                self.app = try container.decodeIfPresent(
+                    Components.Schemas.App.self,
+                    forKey: .app
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "content_state",
                     "replace_state",
@@ -300,7 +314,8 @@ extension Components {
                     "dismissal_date",
                     "relevance_score",
                     "notification",
-                    "alert"
+                    "alert",
+                    "app"
                 ])
             }
         }
@@ -336,6 +351,8 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/StartRequest/audiences`.
             internal var audiences: [Swift.String]?
+            /// - Remark: Generated from `#/components/schemas/StartRequest/app`.
+            internal var app: Components.Schemas.App?
             /// Creates a new `StartRequest`.
             ///
             /// - Parameters:
@@ -352,6 +369,7 @@ extension Components {
             ///   - inputPushToken:
             ///   - inputPushChannel:
             ///   - audiences: Audience keys whose push-to-start tokens of `attributes_type` are sent the start (with `input-push-token`).
+            ///   - app:
             internal init(
                 contentState: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
                 timestamp: Components.Schemas.Date? = nil,
@@ -365,7 +383,8 @@ extension Components {
                 attributes: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
                 inputPushToken: Swift.Bool? = nil,
                 inputPushChannel: Swift.String? = nil,
-                audiences: [Swift.String]? = nil
+                audiences: [Swift.String]? = nil,
+                app: Components.Schemas.App? = nil
             ) {
                 self.contentState = contentState
                 self.timestamp = timestamp
@@ -380,6 +399,7 @@ extension Components {
                 self.inputPushToken = inputPushToken
                 self.inputPushChannel = inputPushChannel
                 self.audiences = audiences
+                self.app = app
             }
             internal enum CodingKeys: String, CodingKey {
                 case contentState = "content_state"
@@ -395,6 +415,7 @@ extension Components {
                 case inputPushToken = "input_push_token"
                 case inputPushChannel = "input_push_channel"
                 case audiences
+                case app
             }
             internal init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -450,6 +471,10 @@ extension Components {
                     [Swift.String].self,
                     forKey: .audiences
                 )
+                self.app = try container.decodeIfPresent(
+                    Components.Schemas.App.self,
+                    forKey: .app
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "content_state",
                     "timestamp",
@@ -463,7 +488,8 @@ extension Components {
                     "attributes",
                     "input_push_token",
                     "input_push_channel",
-                    "audiences"
+                    "audiences",
+                    "app"
                 ])
             }
         }
@@ -478,6 +504,8 @@ extension Components {
             }
             /// - Remark: Generated from `#/components/schemas/TokenRequest/kind`.
             internal var kind: Components.Schemas.TokenRequest.KindPayload?
+            /// - Remark: Generated from `#/components/schemas/TokenRequest/app`.
+            internal var app: Components.Schemas.App?
             /// - Remark: Generated from `#/components/schemas/TokenRequest/activity_id`.
             internal var activityId: Components.Schemas.ActivityID?
             /// The audience key a push-to-start token is registered in (a user id, "followers:owls").
@@ -498,6 +526,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - kind:
+            ///   - app:
             ///   - activityId:
             ///   - audience: The audience key a push-to-start token is registered in (a user id, "followers:owls").
             ///   - attributesType: The `ActivityAttributes` type a push-to-start token starts.
@@ -506,6 +535,7 @@ extension Components {
             ///   - expiresAt:
             internal init(
                 kind: Components.Schemas.TokenRequest.KindPayload? = nil,
+                app: Components.Schemas.App? = nil,
                 activityId: Components.Schemas.ActivityID? = nil,
                 audience: Swift.String? = nil,
                 attributesType: Swift.String? = nil,
@@ -514,6 +544,7 @@ extension Components {
                 expiresAt: Components.Schemas.Date? = nil
             ) {
                 self.kind = kind
+                self.app = app
                 self.activityId = activityId
                 self.audience = audience
                 self.attributesType = attributesType
@@ -523,6 +554,7 @@ extension Components {
             }
             internal enum CodingKeys: String, CodingKey {
                 case kind
+                case app
                 case activityId = "activity_id"
                 case audience
                 case attributesType = "attributes_type"
@@ -535,6 +567,10 @@ extension Components {
                 self.kind = try container.decodeIfPresent(
                     Components.Schemas.TokenRequest.KindPayload.self,
                     forKey: .kind
+                )
+                self.app = try container.decodeIfPresent(
+                    Components.Schemas.App.self,
+                    forKey: .app
                 )
                 self.activityId = try container.decodeIfPresent(
                     Components.Schemas.ActivityID.self,
@@ -562,6 +598,7 @@ extension Components {
                 )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "kind",
+                    "app",
                     "activity_id",
                     "audience",
                     "attributes_type",

@@ -266,9 +266,13 @@ struct ConfigurationLoader {
         for (keyNode, valueNode) in sections {
             let section = keyNode.string ?? ""
             positions[section] = location(keyNode)
+            if section == "apps" {
+                applyApps(valueNode, to: &configuration)
+                continue
+            }
             let sectionKeys = ConfigurationKey.all.filter { $0.path.hasPrefix(section + ".") }
             guard !sectionKeys.isEmpty else {
-                let known = Set(ConfigurationKey.all.map { String($0.path.split(separator: ".")[0]) })
+                let known = Set(ConfigurationKey.all.map { String($0.path.split(separator: ".")[0]) }).union(["apps"])
                 problems.append(.init(location: location(keyNode), key: section, message: "unknown section\(suggestion(section, among: known))"))
                 continue
             }
@@ -380,6 +384,7 @@ struct ConfigurationLoader {
                 configuration.kafka.properties[property] = text
                 continue
             }
+            if applyAppEnvironment(name, text, to: &configuration) { continue }
             guard let key = ConfigurationKey.all.first(where: { WorkerConfiguration.environmentName(for: $0.path) == name }) else {
                 let known = Set(ConfigurationKey.all.map { WorkerConfiguration.environmentName(for: $0.path) })
                 problems.append(.init(location: "environment \(name)", key: "", message: "is not a LiveDispatch setting\(suggestion(name, among: known))"))
@@ -400,7 +405,10 @@ struct ConfigurationLoader {
         }
         check(!configuration.kafka.bootstrap.isEmpty, "kafka.bootstrap", "must name brokers (host:port,…) or be \"embedded\"")
         check(!configuration.kafka.groupID.isEmpty, "kafka.group_id", "must not be empty")
-        check(!configuration.apns.bundleID.isEmpty, "apns.bundle_id", "must not be empty")
+        if configuration.apps.isEmpty {
+            check(!configuration.apns.bundleID.isEmpty, "apns.bundle_id", "must not be empty")
+        }
+        validateApps(configuration)
         check(configuration.coalesce.window <= configuration.coalesce.maxDelay, "coalesce.max_delay",
               "must be at least coalesce.window (\(configuration.coalesce.window)s)")
         check(configuration.backpressure.lowWatermark < configuration.backpressure.highWatermark, "backpressure.low_watermark",
@@ -410,7 +418,7 @@ struct ConfigurationLoader {
             check(seconds >= 0.01 && seconds <= 86_400, key, "must be between 10ms and 24h")
         }
         check([1, 5, 10].contains(configuration.activity.defaultPriority), "activity.default_priority", "must be 1, 5 or 10")
-        validateAPNs(configuration.apns)
+        validateAPNs(configuration)
         if !configuration.admin.listen.isEmpty {
             check(WorkerConfiguration.hostAndPort(configuration.admin.listen, ports: 0...65535) != nil, "admin.listen",
                   "expected host:port with a port from 0 to 65535, or empty to turn the endpoint off; got \(configuration.admin.listen.debugDescription)")
@@ -431,29 +439,38 @@ struct ConfigurationLoader {
 
     /// The endpoint, the key and the trust roots, read now so that a bad one
     /// stops the worker before anything starts.
-    mutating func validateAPNs(_ apns: WorkerConfiguration.APNs) {
+    mutating func validateAPNs(_ configuration: WorkerConfiguration) {
+        let apns = configuration.apns
         func fail(_ key: String, _ message: String, near fallback: String = "apns.endpoint") {
             problems.append(.init(location: position(key, fallback), key: key, message: message))
         }
         if apns.requestTimeout <= 0 { fail("apns.request_timeout", "must be more than 0s") }
         let endpoint = apns.endpoint
-        if endpoint == "production" || endpoint == "sandbox" {
-            if apns.teamID.count != 10 { fail("apns.team_id", "must be the 10-character team id for a real APNs endpoint") }
-            if apns.keyID.count != 10 { fail("apns.key_id", "must be the 10-character key id for a real APNs endpoint") }
-        } else if endpoint != "simulator" {
-            guard WorkerConfiguration.hostAndPort(endpoint, ports: 1...65535) != nil else {
-                fail("apns.endpoint", "expected production, sandbox, simulator or host:port with a port from 1 to 65535, got \(endpoint.debugDescription)")
-                return
-            }
-            if apns.teamID.isEmpty { fail("apns.team_id", "must be set for endpoint \(endpoint.debugDescription): the provider token names it") }
-            if apns.keyID.isEmpty { fail("apns.key_id", "must be set for endpoint \(endpoint.debugDescription): the provider token names it") }
+        let isApple = endpoint == "production" || endpoint == "sandbox"
+        if !isApple, endpoint != "simulator", WorkerConfiguration.hostAndPort(endpoint, ports: 1...65535) == nil {
+            fail("apns.endpoint", "expected production, sandbox, simulator or host:port with a port from 1 to 65535, got \(endpoint.debugDescription)")
+            return
         }
-        if apns.keyPath.isEmpty {
-            if endpoint != "simulator" {
-                fail("apns.key_path", "must name the .p8 signing key file (PKCS#8 PEM) for endpoint \(endpoint.debugDescription)")
+        // The key of each app: the single app's keys are `apns.*`, an app of
+        // `apps:` has its own.
+        for app in configuration.resolvedApps {
+            let prefix = configuration.apps.isEmpty ? "apns." : "apps.\(app.name)."
+            let near = configuration.apps.isEmpty ? "apns.endpoint" : "apps.\(app.name)"
+            let target = app.productionEndpoint.isEmpty && app.sandboxEndpoint.isEmpty ? endpoint : "\(app.productionEndpoint) \(app.sandboxEndpoint)"
+            if isApple && app.productionEndpoint.isEmpty && app.sandboxEndpoint.isEmpty {
+                if app.teamID.count != 10 { fail(prefix + "team_id", "must be the 10-character team id for a real APNs endpoint", near: near) }
+                if app.keyID.count != 10 { fail(prefix + "key_id", "must be the 10-character key id for a real APNs endpoint", near: near) }
+            } else if endpoint != "simulator" {
+                if app.teamID.isEmpty { fail(prefix + "team_id", "must be set for endpoint \(target.debugDescription): the provider token names it", near: near) }
+                if app.keyID.isEmpty { fail(prefix + "key_id", "must be set for endpoint \(target.debugDescription): the provider token names it", near: near) }
             }
-        } else if let problem = Self.signingKeyProblem(path: apns.keyPath) {
-            fail("apns.key_path", problem)
+            if app.keyPath.isEmpty {
+                if endpoint != "simulator" {
+                    fail(prefix + "key_path", "must name the .p8 signing key file (PKCS#8 PEM) for endpoint \(target.debugDescription)", near: near)
+                }
+            } else if let problem = Self.signingKeyProblem(path: app.keyPath) {
+                fail(prefix + "key_path", problem, near: near)
+            }
         }
         for path in apns.trustRoots {
             if let problem = Self.fileProblem(path) ?? Self.certificateProblem(path: path) {

@@ -39,12 +39,48 @@ public struct WorkerConfiguration: Sendable, Hashable {
         public var keyID = ""
         /// Path of the `.p8` signing key (PKCS#8 PEM).
         public var keyPath = ""
-        /// Connections per (host, team).
+        /// Connections per (host, key, bundle id): one pool each.
         public var connections = 2
         /// Deadline of one request.
         public var requestTimeout: Double = 10
         /// Extra trusted CA certificates (PEM files), e.g. a simulator's.
         public var trustRoots: [String] = []
+    }
+
+    /// One app the deployment sends for (`apps:`): its bundle id, the key
+    /// its provider tokens are signed with, the default environment of its
+    /// tokens, where its pushes go and its priority budget.
+    public struct App: Sendable, Hashable {
+        /// What records name in `app`.
+        public var name: String
+        public var bundleID: String
+        public var teamID = ""
+        public var keyID = ""
+        /// Path of the `.p8` signing key (PKCS#8 PEM).
+        public var keyPath = ""
+        /// Environment of this app's tokens registered without one.
+        public var environment = APNsEnvironment.production
+        /// `host:port` of the production host, instead of the one
+        /// `apns.endpoint` gives (a simulator, a test); empty for that one.
+        public var productionEndpoint = ""
+        /// `host:port` of the sandbox host; empty for `apns.endpoint`'s.
+        public var sandboxEndpoint = ""
+        /// `budget.priority_10_per_hour` of this app's activities; nil for
+        /// the global one, 0 turns it off.
+        public var priority10PerHour: Int?
+
+        public init(name: String, bundleID: String) {
+            self.name = name
+            self.bundleID = bundleID
+        }
+
+        /// The `host:port` override of `environment`, empty for none.
+        public func endpoint(_ environment: APNsEnvironment) -> String {
+            switch environment {
+            case .production: productionEndpoint
+            case .sandbox: sandboxEndpoint
+            }
+        }
     }
 
     public struct Coalesce: Sendable, Hashable {
@@ -114,6 +150,9 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var kafka = Kafka()
     public var rules = Rules()
     public var apns = APNs()
+    /// The apps of `apps:`; empty when the file has the single app of
+    /// `apns:` (see ``resolvedApps``).
+    public var apps: [App] = []
     public var coalesce = Coalesce()
     public var activity = Activity()
     public var idempotency = Idempotency()
@@ -137,13 +176,38 @@ public struct WorkerConfiguration: Sendable, Hashable {
     /// Full name of an internal topic, e.g. `livedispatch.commands`.
     public func topic(_ name: InternalTopic) -> String { kafka.topicPrefix + name.rawValue }
 
+    /// The apps the worker sends for: those of `apps:`, or the one the
+    /// `apns:` keys describe, named `default`.
+    public var resolvedApps: [App] {
+        guard apps.isEmpty else { return apps }
+        var app = App(name: AppDirectory.defaultName, bundleID: apns.bundleID)
+        app.teamID = apns.teamID
+        app.keyID = apns.keyID
+        app.keyPath = apns.keyPath
+        app.environment = apns.environment
+        return [app]
+    }
+
+    /// What records are checked against: each app's name and default environment.
+    public var appDirectory: AppDirectory {
+        AppDirectory(resolvedApps.map { AppDirectory.App(name: $0.name, environment: $0.environment) })
+    }
+
     public var coalescer: Coalescer.Configuration {
-        Coalescer.Configuration(
+        func budget(_ count: Int) -> Int? { count > 0 ? count : nil }
+        var byApp: [String: Int?] = [:]
+        for app in apps {
+            if let own = app.priority10PerHour { byApp[app.name] = budget(own) }
+        }
+        // Records of the only app may name none: its budget is everyone's.
+        let only = apps.count == 1 ? apps[0].priority10PerHour : nil
+        let global = budget(only ?? self.budget.priority10PerHour)
+        return Coalescer.Configuration(
             window: coalesce.window, maxDelay: coalesce.maxDelay, maxAge: activity.maxAge,
             endedRetention: activity.endedRetention,
             defaultPriority: (try? PushPriority(activity.defaultPriority)) ?? .immediate,
             idempotencyWindow: idempotency.window, maxRememberedIDs: idempotency.maxIDsPerActivity,
-            priority10PerHour: budget.priority10PerHour > 0 ? budget.priority10PerHour : nil)
+            priority10PerHour: global, priority10PerHourByApp: byApp)
     }
 
     /// A fresh pause/resume gate with the configured watermarks.
@@ -161,6 +225,6 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var partitionDispatcher: PartitionDispatcher.Configuration {
         PartitionDispatcher.Configuration(
             coalescer: coalescer, fanOut: fanOut, defaultEnvironment: apns.environment, topicPrefix: kafka.topicPrefix,
-            pushToStart: PushToStartBudget.Configuration(maxStartsPerHour: pushToStart.maxStartsPerHour))
+            pushToStart: PushToStartBudget.Configuration(maxStartsPerHour: pushToStart.maxStartsPerHour), apps: appDirectory)
     }
 }

@@ -181,7 +181,7 @@ final class PartitionRunner: Sendable {
         let started = ContinuousClock.now
         let batch = sends
         services.sender.submit(batch) { [weak self] index, outcome, raw in
-            self?.services.pushSent(raw, (ContinuousClock.now - started).seconds)
+            if let raw { self?.services.pushSent(raw, (ContinuousClock.now - started).seconds) }
             self?.deliver(.sent(batch[index], outcome))
         }
     }

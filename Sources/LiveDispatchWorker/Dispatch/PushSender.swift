@@ -2,53 +2,82 @@ import APNs
 import Foundation
 import LiveDispatchCore
 
-/// Sends pushes through one APNs pool per environment (both may be the same
-/// pool, as with a simulator) and turns APNs' answer into what the fan-out
-/// needs.
+/// Sends pushes through the APNs pool of each send's (app, environment) and
+/// turns APNs' answer into what the fan-out needs. Pools are shared: one
+/// per (host, key, bundle id) — APNs binds a connection's team and bundle
+/// by its first push, so two apps signing with one key keep connections of
+/// their own even to one host.
 public struct PushSender: Sendable {
-    let production: APNsConnectionPool
-    let sandbox: APNsConnectionPool
-    let bundleID: String
+    /// Where one app's pushes of one environment go.
+    public struct Route: Sendable {
+        public var pool: APNsConnectionPool
+        public var bundleID: String
 
-    public init(production: APNsConnectionPool, sandbox: APNsConnectionPool, bundleID: String) {
-        self.production = production
-        self.sandbox = sandbox
-        self.bundleID = bundleID
+        public init(pool: APNsConnectionPool, bundleID: String) {
+            self.pool = pool
+            self.bundleID = bundleID
+        }
     }
 
-    /// Sends one push and classifies the result for ``FanOut``.
-    func send(_ send: PartitionDispatcher.Send) async -> (FanOut.Outcome, APNsOutcome) {
-        let request = APNsRequest(
-            push: send.push, payload: send.payload, to: .device(send.token), bundleID: bundleID,
+    struct RouteKey: Hashable {
+        var app: String
+        var environment: APNsEnvironment
+    }
+
+    let routes: [RouteKey: Route]
+    /// The app of sends that name none (the only app, or the first).
+    let defaultApp: String
+
+    /// `routes` by app name, then environment; `defaultApp` takes sends
+    /// whose token names no app.
+    public init(routes: [String: [APNsEnvironment: Route]], defaultApp: String) {
+        var flat: [RouteKey: Route] = [:]
+        for (app, byEnvironment) in routes {
+            for (environment, route) in byEnvironment { flat[RouteKey(app: app, environment: environment)] = route }
+        }
+        self.routes = flat
+        self.defaultApp = defaultApp
+    }
+
+    /// One app sending to one pool (e.g. a simulator) for both environments.
+    public init(pool: APNsConnectionPool, bundleID: String, app: String = AppDirectory.defaultName) {
+        let route = Route(pool: pool, bundleID: bundleID)
+        self.init(routes: [app: [.production: route, .sandbox: route]], defaultApp: app)
+    }
+
+    func route(_ send: PartitionDispatcher.Send) -> Route? {
+        routes[RouteKey(app: send.app ?? defaultApp, environment: send.environment)]
+    }
+
+    func request(_ send: PartitionDispatcher.Send, _ route: Route) -> APNsRequest {
+        APNsRequest(
+            push: send.push, payload: send.payload, to: .device(send.token), bundleID: route.bundleID,
             apnsID: UUID().uuidString.lowercased())
-        let pool = send.environment == .sandbox ? sandbox : production
-        let outcome = await pool.send(request)
-        return (Self.classify(outcome), outcome)
+    }
+
+    /// What a send of an app this worker has no route for ends as.
+    static func unrouted(_ send: PartitionDispatcher.Send) -> FanOut.Outcome {
+        .permanent(reason: "no APNs route for app \((send.app ?? "").debugDescription) in \(send.environment.rawValue); configure it under apps:")
     }
 
     /// Starts a batch of sends and returns at once; `onOutcome` is called
-    /// once per send with its index, from the APNs pool's event loops.
-    func submit(_ sends: [PartitionDispatcher.Send], onOutcome: @escaping @Sendable (Int, FanOut.Outcome, APNsOutcome) -> Void) {
-        var production: [APNsRequest] = []
-        var productionIndex: [Int] = []
-        var sandbox: [APNsRequest] = []
-        var sandboxIndex: [Int] = []
+    /// once per send with its index, from the APNs pools' event loops (or at
+    /// once for a send no pool serves).
+    func submit(_ sends: [PartitionDispatcher.Send], onOutcome: @escaping @Sendable (Int, FanOut.Outcome, APNsOutcome?) -> Void) {
+        var batches: [ObjectIdentifier: (pool: APNsConnectionPool, requests: [APNsRequest], positions: [Int])] = [:]
         for (index, send) in sends.enumerated() {
-            let request = APNsRequest(
-                push: send.push, payload: send.payload, to: .device(send.token), bundleID: bundleID,
-                apnsID: UUID().uuidString.lowercased())
-            if send.environment == .sandbox {
-                sandbox.append(request)
-                sandboxIndex.append(index)
-            } else {
-                production.append(request)
-                productionIndex.append(index)
+            guard let route = route(send) else {
+                onOutcome(index, Self.unrouted(send), nil)
+                continue
             }
+            let id = ObjectIdentifier(route.pool)
+            batches[id, default: (route.pool, [], [])].requests.append(request(send, route))
+            batches[id]?.positions.append(index)
         }
-        let productionPositions = productionIndex
-        let sandboxPositions = sandboxIndex
-        self.production.submit(production) { index, outcome in onOutcome(productionPositions[index], Self.classify(outcome), outcome) }
-        self.sandbox.submit(sandbox) { index, outcome in onOutcome(sandboxPositions[index], Self.classify(outcome), outcome) }
+        for batch in batches.values {
+            let positions = batch.positions
+            batch.pool.submit(batch.requests) { index, outcome in onOutcome(positions[index], Self.classify(outcome), outcome) }
+        }
     }
 
     static func classify(_ outcome: APNsOutcome) -> FanOut.Outcome {
@@ -70,7 +99,9 @@ public struct PushSender: Sendable {
     }
 
     func shutdown() async {
-        await production.shutdown()
-        if sandbox !== production { await sandbox.shutdown() }
+        var seen: Set<ObjectIdentifier> = []
+        for route in routes.values where seen.insert(ObjectIdentifier(route.pool)).inserted {
+            await route.pool.shutdown()
+        }
     }
 }
