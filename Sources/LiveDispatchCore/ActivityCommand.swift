@@ -85,9 +85,7 @@ public struct CommandSource: Sendable, Hashable {
     public var commandID: String {
         let full = "\(topic)/\(partition)@\(offset)/\(rule ?? "")"
         guard full.utf8.count > ActivityCommand.maxIDBytes else { return full }
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in full.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
-        return "event-" + String(hash, radix: 16) + "@\(offset)"
+        return "event-" + String(FNV1a.hash(full), radix: 16) + "@\(offset)"
     }
 
     init(json: JSONValue, path: String) throws(FieldError) {

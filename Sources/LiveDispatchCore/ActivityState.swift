@@ -21,8 +21,9 @@ public struct ActivityState: Sendable, Hashable {
     /// Offset in the `commands` partition of the last command folded into
     /// this state. Re-delivered commands at or below it are already applied.
     public var lastOffset: Int64?
-    /// Ids of the commands folded into this state, oldest first, so a repeat
-    /// of one is acknowledged and not applied (`idempotency.*`).
+    /// Digests of the ids of the commands folded into this state, oldest
+    /// first, so a repeat of one is acknowledged and not applied
+    /// (`idempotency.*`).
     public var commandIDs: [RememberedCommand] = []
     /// When the priority-10 pushes of the last hour were flushed, oldest
     /// first (the priority budget), at most the budget's count.
@@ -31,14 +32,39 @@ public struct ActivityState: Sendable, Hashable {
     /// (or the only app's); its priority budget applies.
     public var app: String?
 
-    /// A command id and when it was applied.
+    /// A command id, as its 64-bit digest, and when it was applied: 16
+    /// bytes, where the id itself (a routed command's is
+    /// `<topic>/<partition>@<offset>/<rule>`) would take a heap string of
+    /// 50 to 200 bytes, 256 times per activity. Two ids of one activity
+    /// with the same digest inside the window would make the second count
+    /// as a repeat: a chance of about 1 in 10^16 per command.
     public struct RememberedCommand: Sendable, Hashable {
-        public var id: String
+        public var digest: UInt64
         public var appliedAt: UnixTime
 
         public init(id: String, appliedAt: UnixTime) {
-            self.id = id
+            self.init(digest: Self.digest(id), appliedAt: appliedAt)
+        }
+
+        public init(digest: UInt64, appliedAt: UnixTime) {
+            self.digest = digest
             self.appliedAt = appliedAt
+        }
+
+        public static func digest(_ id: String) -> UInt64 { FNV1a.hash(id) }
+
+        /// The snapshot's form: 16 hexadecimal digits, `@`, Unix seconds.
+        var text: String {
+            let hex = String(digest, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex + "@" + appliedAt.seconds.description
+        }
+
+        init?(text: String) {
+            let parts = text.split(separator: "@", maxSplits: 1)
+            guard parts.count == 2, parts[0].utf8.count == 16, let digest = UInt64(parts[0], radix: 16),
+                  let seconds = Double(parts[1]), let appliedAt = UnixTime(acceptedSeconds: seconds)
+            else { return nil }
+            self.init(digest: digest, appliedAt: appliedAt)
         }
     }
 
@@ -92,6 +118,14 @@ public struct ActivityState: Sendable, Hashable {
             }
             commandIDs.append(RememberedCommand(id: try item.requiredString("id"), appliedAt: appliedAt))
         }
+        for (index, entry) in try reader.array("command_digests").enumerated() {
+            guard let text = entry.stringValue, let remembered = RememberedCommand(text: text) else {
+                throw FieldError(
+                    field: "command_digests[\(index)]",
+                    message: "expected 16 hexadecimal digits, @ and a date as Unix seconds, got \(entry.typeName)")
+            }
+            commandIDs.append(remembered)
+        }
         for (index, entry) in try reader.array("priority_10_at").enumerated() {
             guard let seconds = entry.numberValue, let time = UnixTime(acceptedSeconds: seconds) else {
                 throw FieldError(field: "priority_10_at[\(index)]", message: "expected a date as Unix seconds, got \(entry.typeName)")
@@ -102,15 +136,17 @@ public struct ActivityState: Sendable, Hashable {
 
     /// Whether a command with this id was applied at or after `since`.
     public func remembers(_ commandID: String, since: UnixTime) -> Bool {
-        commandIDs.contains { $0.id == commandID && $0.appliedAt >= since }
+        let digest = RememberedCommand.digest(commandID)
+        return commandIDs.contains { $0.digest == digest && $0.appliedAt >= since }
     }
 
     /// Remembers a command id, forgetting ids applied before `since` and the
     /// oldest beyond `limit`.
     public mutating func remember(_ commandID: String, at now: UnixTime, since: UnixTime, limit: Int) {
-        commandIDs.removeAll { $0.appliedAt < since || $0.id == commandID }
+        let digest = RememberedCommand.digest(commandID)
+        commandIDs.removeAll { $0.appliedAt < since || $0.digest == digest }
         guard limit > 0 else { return }
-        commandIDs.append(RememberedCommand(id: commandID, appliedAt: now))
+        commandIDs.append(RememberedCommand(digest: digest, appliedAt: now))
         if commandIDs.count > limit { commandIDs.removeFirst(commandIDs.count - limit) }
     }
 
@@ -133,7 +169,7 @@ public struct ActivityState: Sendable, Hashable {
         if let lastOffset { fields["last_offset"] = .integer(lastOffset) }
         if let app { fields["app"] = .string(app) }
         if !commandIDs.isEmpty {
-            fields["command_ids"] = .array(commandIDs.map { .object(["id": .string($0.id), "at": .double($0.appliedAt.seconds)]) })
+            fields["command_digests"] = .array(commandIDs.map { .string($0.text) })
         }
         if !priority10SentAt.isEmpty { fields["priority_10_at"] = .array(priority10SentAt.map { .double($0.seconds) }) }
         return .object(fields)

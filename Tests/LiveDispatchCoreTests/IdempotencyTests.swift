@@ -20,7 +20,7 @@ struct IdempotencyTests {
         #expect(coalescer.state(of: try ActivityID("match-42"))?.contentState == ["score": 1])
         let other = coalescer.receive(command("goal-2", ["score": 2]), offset: 2, recordTime: time(t0 + 2), now: time(t0 + 2))
         #expect(other.flushed?.push.contentState == ["score": 2])
-        #expect(other.flushed?.snapshot.commandIDs.map(\.id) == ["goal-1", "goal-2"])
+        #expect(other.flushed?.snapshot.commandIDs.map(\.digest) == ["goal-1", "goal-2"].map(ActivityState.RememberedCommand.digest))
     }
 
     @Test("commands without an id are never duplicates")
@@ -47,7 +47,7 @@ struct IdempotencyTests {
             _ = coalescer.receive(command("u-\(n)", ["n": .integer(Int64(n))]), offset: Int64(n), recordTime: time(t0), now: time(t0 + Double(n)))
         }
         let ended = coalescer.receive(command("end-1", [:], event: .end), offset: 5, recordTime: time(t0), now: time(t0 + 5))
-        #expect(ended.flushed?.snapshot.commandIDs.map(\.id) == ["u-3", "u-4", "end-1"])
+        #expect(ended.flushed?.snapshot.commandIDs.map(\.digest) == ["u-3", "u-4", "end-1"].map(ActivityState.RememberedCommand.digest))
         #expect(coalescer.receive(command("end-1", [:], event: .end), offset: 6, recordTime: time(t0), now: time(t0 + 6)) == .duplicate(commandID: "end-1"))
         // "u-0" was forgotten: against an ended activity it is refused as usual.
         if case .reject(let reason, _, _) = coalescer.receive(command("u-0", ["n": 0]), offset: 7, recordTime: time(t0), now: time(t0 + 7)) {
@@ -79,6 +79,28 @@ struct IdempotencyTests {
         } catch {
             #expect(error.field == "command_ids[0].at")
         }
+        for bad: JSONValue in ["x", "0123456789abcdef", "0123456789abcdeg@1", "123@1", "0123456789abcdef@1e300", 7] {
+            do {
+                _ = try ActivityState(json: ["activity_id": "a", "version": 1, "created_at": 1, "command_digests": [bad]])
+                Issue.record("the remembered digest \(bad) is refused")
+            } catch {
+                #expect(error.field == "command_digests[0]")
+            }
+        }
+    }
+
+    @Test("a snapshot of an earlier release, with whole ids, restores: its ids are still known; it is written back as digests")
+    func earlierSnapshot() throws {
+        let earlier = try ActivityState(json: [
+            "activity_id": "a", "version": 1, "created_at": .double(t0), "content_state": ["score": 1],
+            "command_ids": [["id": "goal-1", "at": .double(t0)]],
+        ])
+        #expect(earlier.remembers("goal-1", since: time(t0 - 1)))
+        #expect(!earlier.remembers("goal-2", since: time(t0 - 1)))
+        let written = earlier.json
+        #expect(written["command_ids"] == nil)
+        #expect(written["command_digests"]?.arrayValue?.count == 1)
+        #expect(try ActivityState(json: written) == earlier)
     }
 }
 
