@@ -140,6 +140,12 @@ public struct ActivityCommand: Sendable, Hashable {
     /// For `start`: the audiences whose push-to-start tokens (of
     /// `attributesType`) are sent the start, with `input-push-token: 1`.
     public var audiences: [AudienceKey]
+    /// For `start`: the activity is broadcast (iOS 18): its partition
+    /// creates a channel for it and sends its updates and end to the channel.
+    public var broadcast: Bool?
+    /// For a broadcast start: the channel's storage policy (default
+    /// ``ChannelStoragePolicy/defaultForActivities``).
+    public var storagePolicy: ChannelStoragePolicy?
     public var source: CommandSource?
 
     /// Most audiences one start may address.
@@ -151,7 +157,7 @@ public struct ActivityCommand: Sendable, Hashable {
         staleDate: UnixTime? = nil, dismissalDate: UnixTime? = nil, relevanceScore: Double? = nil,
         alert: ActivityAlert? = nil, attributesType: String? = nil, attributes: JSONValue? = nil,
         inputPushToken: Bool? = nil, inputPushChannel: String? = nil, audiences: [AudienceKey] = [],
-        source: CommandSource? = nil
+        source: CommandSource? = nil, broadcast: Bool? = nil, storagePolicy: ChannelStoragePolicy? = nil
     ) {
         self.id = id
         self.activityID = activityID
@@ -170,12 +176,14 @@ public struct ActivityCommand: Sendable, Hashable {
         self.inputPushChannel = inputPushChannel
         self.audiences = audiences
         self.source = source
+        self.broadcast = broadcast
+        self.storagePolicy = storagePolicy
     }
 
     static let fieldNames: Set<String> = [
         "id", "activity_id", "event", "content_state", "replace_state", "timestamp", "priority", "stale_date",
         "dismissal_date", "relevance_score", "alert", "attributes_type", "attributes", "input_push_token",
-        "input_push_channel", "audiences", "source",
+        "input_push_channel", "audiences", "source", "broadcast", "storage_policy",
     ]
 
     /// Reads a command from its JSON form, naming the field of any problem.
@@ -218,6 +226,8 @@ public struct ActivityCommand: Sendable, Hashable {
         inputPushChannel = try reader.string("input_push_channel")
         audiences = try Self.audiences(reader)
         source = try reader.optional("source").map { value throws(FieldError) in try CommandSource(json: value, path: "source") }
+        broadcast = try reader.bool("broadcast")
+        storagePolicy = try Self.storagePolicy(reader)
         try validate()
     }
 
@@ -240,6 +250,22 @@ public struct ActivityCommand: Sendable, Hashable {
         return keys
     }
 
+    /// `storage_policy`: 0, 1, "no-storage" or "most-recent".
+    private static func storagePolicy(_ reader: FieldReader) throws(FieldError) -> ChannelStoragePolicy? {
+        guard let value = reader.optional("storage_policy") else { return nil }
+        let text: String
+        switch value {
+        case .string(let string): text = string
+        case .integer(let number): text = String(number)
+        default: throw reader.mismatch("storage_policy", expected: "0, 1, \"no-storage\" or \"most-recent\"", got: value)
+        }
+        do {
+            return try ChannelStoragePolicy(parsing: text)
+        } catch {
+            throw FieldError(field: reader.name("storage_policy"), message: error.message)
+        }
+    }
+
     /// Parses a command from the bytes of a Kafka record value.
     public init(bytes: [UInt8]) throws(FieldError) {
         try self.init(json: try FieldReader.parse(bytes))
@@ -254,6 +280,15 @@ public struct ActivityCommand: Sendable, Hashable {
             if alert == nil { throw FieldError(field: "alert", message: "is required for a start") }
             if attributesType == nil { throw FieldError(field: "attributes_type", message: "is required for a start") }
             if attributes == nil { throw FieldError(field: "attributes", message: "is required for a start") }
+        }
+        if broadcast != nil, event != .start {
+            throw FieldError(field: "broadcast", message: "is only for a start (the start creates the activity's channel)")
+        }
+        if storagePolicy != nil, broadcast != true {
+            throw FieldError(field: "storage_policy", message: "is only for a start with broadcast true")
+        }
+        if broadcast == true, inputPushChannel != nil {
+            throw FieldError(field: "input_push_channel", message: "give broadcast true (the worker creates the channel) or input_push_channel, not both")
         }
         if !audiences.isEmpty {
             if event != .start { throw FieldError(field: "audiences", message: "is only for a start (push-to-start tokens start activities)") }
@@ -290,6 +325,8 @@ public struct ActivityCommand: Sendable, Hashable {
         if let inputPushChannel { fields["input_push_channel"] = .string(inputPushChannel) }
         if !audiences.isEmpty { fields["audiences"] = .array(audiences.map { .string($0.rawValue) }) }
         if let source { fields["source"] = source.json }
+        if let broadcast { fields["broadcast"] = .bool(broadcast) }
+        if let storagePolicy { fields["storage_policy"] = .string(storagePolicy.description) }
         return .object(fields)
     }
 }

@@ -63,6 +63,9 @@ final class CompiledRule: Sendable {
     let attributes: [FieldAssignment]?
     /// For a start: the audiences whose push-to-start tokens it is sent to.
     let audiences: [Template]
+    /// For a start: the activity is broadcast, with this channel storage policy.
+    let broadcast: Bool?
+    let storagePolicy: ChannelStoragePolicy?
 
     /// Longest list `for_each` walks; a longer one is an error, not a flood.
     static let maxForEach = 1000
@@ -78,7 +81,8 @@ final class CompiledRule: Sendable {
         activityID: Template, activityType: String, event: ActivityEvent, set: [FieldAssignment], unset: [String],
         replaceState: Bool, priority: PrioritySpecification?, alert: AlertTemplates?, stale: DateSpecification?,
         dismissal: DateSpecification?, relevanceScore: CompiledExpression?, timestamp: CompiledExpression?,
-        attributes: [FieldAssignment]?, audiences: [Template] = []
+        attributes: [FieldAssignment]?, audiences: [Template] = [], broadcast: Bool? = nil,
+        storagePolicy: ChannelStoragePolicy? = nil
     ) {
         self.name = name
         self.topics = topics
@@ -99,6 +103,8 @@ final class CompiledRule: Sendable {
         self.timestamp = timestamp
         self.attributes = attributes
         self.audiences = audiences
+        self.broadcast = broadcast
+        self.storagePolicy = storagePolicy
         guardCondition = when.flatMap { Self.guardCondition($0.syntax) }
     }
 

@@ -54,6 +54,8 @@ public enum RuleFileSchema {
                     "description": "For a start: audience keys (templates) whose push-to-start tokens are sent the start.",
                     "type": "array", "minItems": 1, "maxItems": 100, "items": ["$ref": "#/$defs/template"],
                 ],
+                "broadcast": ["type": "boolean", "description": "For a start: broadcast the activity through a channel the worker creates."],
+                "storage_policy": ["enum": ["no-storage", "most-recent", 0, 1], "description": "With broadcast: the channel's message storage policy (default most-recent)."],
             ],
         ]
         return [

@@ -336,6 +336,21 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/StartRequest/audiences`.
             internal var audiences: [Swift.String]?
+            /// Broadcast the activity (iOS 18) — the worker creates a channel for it, publishes the channel id on the `channels` topic, sends the start to audiences with `input-push-channel` and every update and end to the channel.
+            ///
+            /// - Remark: Generated from `#/components/schemas/StartRequest/broadcast`.
+            internal var broadcast: Swift.Bool?
+            /// The channel's message storage policy (with `broadcast`; default `most-recent`) — `no-storage` delivers only to devices online at the time.
+            ///
+            /// - Remark: Generated from `#/components/schemas/StartRequest/storage_policy`.
+            internal enum StoragePolicyPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case noStorage = "no-storage"
+                case mostRecent = "most-recent"
+            }
+            /// The channel's message storage policy (with `broadcast`; default `most-recent`) — `no-storage` delivers only to devices online at the time.
+            ///
+            /// - Remark: Generated from `#/components/schemas/StartRequest/storage_policy`.
+            internal var storagePolicy: Components.Schemas.StartRequest.StoragePolicyPayload?
             /// Creates a new `StartRequest`.
             ///
             /// - Parameters:
@@ -352,6 +367,8 @@ extension Components {
             ///   - inputPushToken:
             ///   - inputPushChannel:
             ///   - audiences: Audience keys whose push-to-start tokens of `attributes_type` are sent the start (with `input-push-token`).
+            ///   - broadcast: Broadcast the activity (iOS 18) — the worker creates a channel for it, publishes the channel id on the `channels` topic, sends the start to audiences with `input-push-channel` and every update and end to the channel.
+            ///   - storagePolicy: The channel's message storage policy (with `broadcast`; default `most-recent`) — `no-storage` delivers only to devices online at the time.
             internal init(
                 contentState: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
                 timestamp: Components.Schemas.Date? = nil,
@@ -365,7 +382,9 @@ extension Components {
                 attributes: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
                 inputPushToken: Swift.Bool? = nil,
                 inputPushChannel: Swift.String? = nil,
-                audiences: [Swift.String]? = nil
+                audiences: [Swift.String]? = nil,
+                broadcast: Swift.Bool? = nil,
+                storagePolicy: Components.Schemas.StartRequest.StoragePolicyPayload? = nil
             ) {
                 self.contentState = contentState
                 self.timestamp = timestamp
@@ -380,6 +399,8 @@ extension Components {
                 self.inputPushToken = inputPushToken
                 self.inputPushChannel = inputPushChannel
                 self.audiences = audiences
+                self.broadcast = broadcast
+                self.storagePolicy = storagePolicy
             }
             internal enum CodingKeys: String, CodingKey {
                 case contentState = "content_state"
@@ -395,6 +416,8 @@ extension Components {
                 case inputPushToken = "input_push_token"
                 case inputPushChannel = "input_push_channel"
                 case audiences
+                case broadcast
+                case storagePolicy = "storage_policy"
             }
             internal init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -450,6 +473,14 @@ extension Components {
                     [Swift.String].self,
                     forKey: .audiences
                 )
+                self.broadcast = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .broadcast
+                )
+                self.storagePolicy = try container.decodeIfPresent(
+                    Components.Schemas.StartRequest.StoragePolicyPayload.self,
+                    forKey: .storagePolicy
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "content_state",
                     "timestamp",
@@ -463,7 +494,9 @@ extension Components {
                     "attributes",
                     "input_push_token",
                     "input_push_channel",
-                    "audiences"
+                    "audiences",
+                    "broadcast",
+                    "storage_policy"
                 ])
             }
         }

@@ -18,9 +18,7 @@ public struct PushSender: Sendable {
 
     /// Sends one push and classifies the result for ``FanOut``.
     func send(_ send: PartitionDispatcher.Send) async -> (FanOut.Outcome, APNsOutcome) {
-        let request = APNsRequest(
-            push: send.push, payload: send.payload, to: .device(send.token), bundleID: bundleID,
-            apnsID: UUID().uuidString.lowercased())
+        let request = send.request(bundleID: bundleID, apnsID: UUID().uuidString.lowercased())
         let pool = send.environment == .sandbox ? sandbox : production
         let outcome = await pool.send(request)
         return (Self.classify(outcome), outcome)
@@ -34,9 +32,7 @@ public struct PushSender: Sendable {
         var sandbox: [APNsRequest] = []
         var sandboxIndex: [Int] = []
         for (index, send) in sends.enumerated() {
-            let request = APNsRequest(
-                push: send.push, payload: send.payload, to: .device(send.token), bundleID: bundleID,
-                apnsID: UUID().uuidString.lowercased())
+            let request = send.request(bundleID: bundleID, apnsID: UUID().uuidString.lowercased())
             if send.environment == .sandbox {
                 sandbox.append(request)
                 sandboxIndex.append(index)
