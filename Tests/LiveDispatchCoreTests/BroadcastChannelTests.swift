@@ -193,6 +193,20 @@ struct BroadcastChannelTests {
         #expect(try harness.deadLetters().map(\.reason) == [.channelDeleteFailed])
     }
 
+    @Test("a broadcast start to audiences waits for the channel and carries input-push-channel")
+    func audienceStartCarriesChannel() throws {
+        var harness = DispatcherHarness()
+        harness.restore()
+        harness.command(0, start(#", "audiences": ["followers:owls"]"#))
+        #expect(harness.produced(on: .starts).isEmpty, "held until the channel exists")
+        harness.run(harness.dispatcher.channelCreated(match, id: channelID, now: harness.now))
+        let starts = harness.produced(on: .starts)
+        #expect(starts.count == 1)
+        let audienceStart = try AudienceStart(bytes: try #require(starts.first?.value))
+        #expect(audienceStart.push.inputPushChannel == channelID)
+        #expect(try JSONValue.parse(try APNsPayload.encode(audienceStart.push))["aps"]?["input-push-channel"] == .string(channelID))
+    }
+
     @Test("broadcast and storage_policy are checked and named")
     func decoding() throws {
         let update = #"{"activity_id": "a", "broadcast": true}"#
