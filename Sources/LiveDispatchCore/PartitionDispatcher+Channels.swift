@@ -19,6 +19,9 @@ extension PartitionDispatcher {
     enum ChannelSlot: Sendable {
         case creating(ChannelCreation)
         case ready(ActivityChannel)
+        /// The activity expired while its channel was being created: the
+        /// channel is deleted as soon as APNs names it.
+        case abandoned(ChannelCreation)
     }
 
     struct ChannelCreation: Sendable {
@@ -84,7 +87,7 @@ extension PartitionDispatcher {
             var subscribing = push
             subscribing.inputPushChannel = channel.id
             return startAudiences(keys, subscribing)
-        case nil:
+        case .abandoned?, nil:
             return startAudiences(keys, push)
         }
     }
@@ -92,7 +95,17 @@ extension PartitionDispatcher {
     /// APNs created the activity's channel: it goes on `channels`, becomes
     /// a destination of the activity's fan-out, and what waited is sent.
     public mutating func channelCreated(_ activity: ActivityID, id: String, now: UnixTime) -> [Action] {
-        guard case .creating(let creation)? = channels[activity] else { return [] }
+        let creation: ChannelCreation
+        switch channels[activity] {
+        case .creating(let pending)?:
+            creation = pending
+        case .abandoned(let pending)?:
+            channels.removeValue(forKey: activity)
+            return [.channel(.delete(activity, ActivityChannel(
+                id: id, environment: pending.environment, storagePolicy: pending.storagePolicy, createdAt: now)))]
+        case .ready?, nil:
+            return []
+        }
         let channel = ActivityChannel(id: id, environment: creation.environment, storagePolicy: creation.storagePolicy, createdAt: now)
         channels[activity] = .ready(channel)
         var actions: [Action] = [
@@ -111,6 +124,10 @@ extension PartitionDispatcher {
     public mutating func channelCreateFailed(
         _ activity: ActivityID, reason: String, retryable: Bool, now: UnixTime, jitter: Double
     ) -> [Action] {
+        if case .abandoned? = channels[activity] {
+            channels.removeValue(forKey: activity)
+            return []
+        }
         guard case .creating(var creation)? = channels[activity] else { return [] }
         let retry = configuration.fanOut.retry
         let firstFailureAt = creation.firstFailureAt ?? now
@@ -156,6 +173,11 @@ extension PartitionDispatcher {
     // MARK: Internals
 
     mutating func channelRetryTimer(for activity: ActivityID) -> [Action] {
+        if case .abandoned? = channels[activity] {
+            // Expired before the retry: nothing to create, nothing to delete.
+            channels.removeValue(forKey: activity)
+            return []
+        }
         guard case .creating(var creation)? = channels[activity] else { return [] }
         creation.attempts += 1
         channels[activity] = .creating(creation)
@@ -228,7 +250,12 @@ extension PartitionDispatcher {
                 .produce(Produce(topic: .channels, key: activity.rawValue, value: nil, partition: partition, ticket: issueTicket(.nothing))),
             ], [])
         case .creating(let creation)?:
+            // Its create request is under way or waits for a retry: what APNs creates is deleted.
+            channels[activity] = .abandoned(creation)
             return ([], creation.held?.offsets ?? [])
+        case .abandoned(let creation)?:
+            channels[activity] = .abandoned(creation)
+            return ([], [])
         case nil:
             return ([], [])
         }

@@ -207,6 +207,24 @@ struct BroadcastChannelTests {
         #expect(try JSONValue.parse(try APNsPayload.encode(audienceStart.push))["aps"]?["input-push-channel"] == .string(channelID))
     }
 
+    @Test("an activity that expires while its channel is being created has the channel deleted once APNs names it")
+    func expiresWhileCreating() throws {
+        var configuration = PartitionDispatcher.Configuration()
+        configuration.coalescer.maxAge = 60
+        configuration.sweepInterval = 1
+        var harness = DispatcherHarness(configuration: configuration)
+        harness.restore()
+        harness.command(0, start())
+        harness.advance(by: 61)
+        #expect(harness.dispatcher.state(of: match) == nil)
+        #expect(harness.commits[.commands] == 1, "the held start's offset completes with the activity")
+        #expect(harness.dispatcher.isIdle)
+        harness.run(harness.dispatcher.channelCreated(match, id: channelID, now: harness.now))
+        #expect(harness.channelRequests.last == .delete(match, ActivityChannel(id: channelID, environment: .production, storagePolicy: .mostRecent, createdAt: harness.now)))
+        #expect(harness.produced(on: .channels).isEmpty)
+        #expect(harness.sent.isEmpty)
+    }
+
     @Test("broadcast and storage_policy are checked and named")
     func decoding() throws {
         let update = #"{"activity_id": "a", "broadcast": true}"#
