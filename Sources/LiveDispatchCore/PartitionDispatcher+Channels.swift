@@ -284,6 +284,11 @@ extension PartitionDispatcher {
     }
 }
 
+extension PartitionDispatcher.ActivityDelivery {
+    /// The activity's device tokens, its channel not counted.
+    var deviceTokenCount: Int { fanOut.tokenCount - (fanOut.contains(.broadcastChannel) ? 1 : 0) }
+}
+
 extension DeadLetterReason {
     /// Creating a broadcast activity's channel failed after its retries.
     public static let channelCreateFailed: DeadLetterReason = "channel-create-failed"

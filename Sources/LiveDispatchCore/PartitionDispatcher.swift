@@ -885,7 +885,7 @@ public struct PartitionDispatcher: Sendable {
                 topic: .state, key: activity.rawValue, value: snapshot.serialized(),
                 partition: partition, ticket: ticket)),
             .observe(.pushCompleted(
-                newest.snapshot, commands: offsets.count, tokens: delivery.fanOut.tokenCount,
+                newest.snapshot, commands: offsets.count, tokens: delivery.deviceTokenCount,
                 sample: registrations[activity].map { Array($0.keys.prefix(4)).sorted() } ?? [])),
         ]
     }

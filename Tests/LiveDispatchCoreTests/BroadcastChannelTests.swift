@@ -64,6 +64,8 @@ struct BroadcastChannelTests {
         #expect(ActivityChannel.inSnapshot(try JSONValue.parse(snapshot))?.id == channelID)
         #expect(harness.commits[.commands] == 3)
         #expect(harness.dispatcher.isIdle)
+        let completed = harness.observations.compactMap { if case .pushCompleted(_, _, let tokens, _) = $0 { tokens } else { nil } }
+        #expect(completed == [1], "the channel is not counted as a token")
     }
 
     @Test("updates and ends go to the channel once each, as a broadcast within 5120 bytes")
