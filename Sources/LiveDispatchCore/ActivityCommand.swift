@@ -142,6 +142,12 @@ public struct ActivityCommand: Sendable, Hashable {
     /// start names it when the deployment has several; the activity keeps
     /// it (its priority budget, the push-to-start tokens a start reaches).
     public var app: String?
+    /// For `start`: the activity is broadcast (iOS 18): its partition
+    /// creates a channel for it and sends its updates and end to the channel.
+    public var broadcast: Bool?
+    /// For a broadcast start: the channel's storage policy (default
+    /// ``ChannelStoragePolicy/defaultForActivities``).
+    public var storagePolicy: ChannelStoragePolicy?
     public var source: CommandSource?
 
     /// Most audiences one start may address.
@@ -153,7 +159,7 @@ public struct ActivityCommand: Sendable, Hashable {
         staleDate: UnixTime? = nil, dismissalDate: UnixTime? = nil, relevanceScore: Double? = nil,
         alert: ActivityAlert? = nil, attributesType: String? = nil, attributes: JSONValue? = nil,
         inputPushToken: Bool? = nil, inputPushChannel: String? = nil, audiences: [AudienceKey] = [],
-        app: String? = nil, source: CommandSource? = nil
+        app: String? = nil, source: CommandSource? = nil, broadcast: Bool? = nil, storagePolicy: ChannelStoragePolicy? = nil
     ) {
         self.id = id
         self.app = app
@@ -173,12 +179,14 @@ public struct ActivityCommand: Sendable, Hashable {
         self.inputPushChannel = inputPushChannel
         self.audiences = audiences
         self.source = source
+        self.broadcast = broadcast
+        self.storagePolicy = storagePolicy
     }
 
     static let fieldNames: Set<String> = [
         "id", "activity_id", "event", "content_state", "replace_state", "timestamp", "priority", "stale_date",
         "dismissal_date", "relevance_score", "alert", "attributes_type", "attributes", "input_push_token",
-        "input_push_channel", "audiences", "app", "source",
+        "input_push_channel", "audiences", "app", "source", "broadcast", "storage_policy",
     ]
 
     /// Reads a command from its JSON form, naming the field of any problem.
@@ -225,6 +233,8 @@ public struct ActivityCommand: Sendable, Hashable {
         app = try reader.appName()
         _ = try apps.resolve(app, required: event == .start)
         source = try reader.optional("source").map { value throws(FieldError) in try CommandSource(json: value, path: "source") }
+        broadcast = try reader.bool("broadcast")
+        storagePolicy = try Self.storagePolicy(reader)
         try validate()
     }
 
@@ -247,6 +257,22 @@ public struct ActivityCommand: Sendable, Hashable {
         return keys
     }
 
+    /// `storage_policy`: 0, 1, "no-storage" or "most-recent".
+    private static func storagePolicy(_ reader: FieldReader) throws(FieldError) -> ChannelStoragePolicy? {
+        guard let value = reader.optional("storage_policy") else { return nil }
+        let text: String
+        switch value {
+        case .string(let string): text = string
+        case .integer(let number): text = String(number)
+        default: throw reader.mismatch("storage_policy", expected: "0, 1, \"no-storage\" or \"most-recent\"", got: value)
+        }
+        do {
+            return try ChannelStoragePolicy(parsing: text)
+        } catch {
+            throw FieldError(field: reader.name("storage_policy"), message: error.message)
+        }
+    }
+
     /// Parses a command from the bytes of a Kafka record value.
     public init(bytes: [UInt8], apps: AppDirectory = .unchecked) throws(FieldError) {
         try self.init(json: try FieldReader.parse(bytes), apps: apps)
@@ -261,6 +287,15 @@ public struct ActivityCommand: Sendable, Hashable {
             if alert == nil { throw FieldError(field: "alert", message: "is required for a start") }
             if attributesType == nil { throw FieldError(field: "attributes_type", message: "is required for a start") }
             if attributes == nil { throw FieldError(field: "attributes", message: "is required for a start") }
+        }
+        if broadcast != nil, event != .start {
+            throw FieldError(field: "broadcast", message: "is only for a start (the start creates the activity's channel)")
+        }
+        if storagePolicy != nil, broadcast != true {
+            throw FieldError(field: "storage_policy", message: "is only for a start with broadcast true")
+        }
+        if broadcast == true, inputPushChannel != nil {
+            throw FieldError(field: "input_push_channel", message: "give broadcast true (the worker creates the channel) or input_push_channel, not both")
         }
         if !audiences.isEmpty {
             if event != .start { throw FieldError(field: "audiences", message: "is only for a start (push-to-start tokens start activities)") }
@@ -298,6 +333,8 @@ public struct ActivityCommand: Sendable, Hashable {
         if !audiences.isEmpty { fields["audiences"] = .array(audiences.map { .string($0.rawValue) }) }
         if let app { fields["app"] = .string(app) }
         if let source { fields["source"] = source.json }
+        if let broadcast { fields["broadcast"] = .bool(broadcast) }
+        if let storagePolicy { fields["storage_policy"] = .string(storagePolicy.description) }
         return .object(fields)
     }
 }

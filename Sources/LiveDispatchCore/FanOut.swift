@@ -105,6 +105,7 @@ public struct FanOut: Sendable {
     public var tokenCount: Int { tokens.count }
     public var inFlight: Int { inFlightCount }
     public var registeredTokens: [DeviceToken] { tokens.keys.sorted() }
+    public func contains(_ token: DeviceToken) -> Bool { tokens[token] != nil }
 
     /// The version every token has reached (or the latest, with no tokens).
     public var completedThrough: UInt64 { reportedThrough }

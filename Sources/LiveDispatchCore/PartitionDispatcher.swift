@@ -92,10 +92,13 @@ public struct PartitionDispatcher: Sendable {
         /// For a start to a push-to-start token: the offset of the
         /// audience start on `starts` it was made for.
         public var audienceStart: Int64?
+        /// For a broadcast: the activity's channel (`token` is then the
+        /// fan-out's stand-in for it, never sent).
+        public var channel: ActivityChannel?
 
         public init(
             activityID: ActivityID, token: DeviceToken, environment: APNsEnvironment, app: String? = nil, push: LiveActivityPush,
-            payload: [UInt8], audienceStart: Int64? = nil
+            payload: [UInt8], audienceStart: Int64? = nil, channel: ActivityChannel? = nil
         ) {
             self.app = app
             self.activityID = activityID
@@ -104,6 +107,7 @@ public struct PartitionDispatcher: Sendable {
             self.push = push
             self.payload = payload
             self.audienceStart = audienceStart
+            self.channel = channel
         }
     }
 
@@ -114,6 +118,8 @@ public struct PartitionDispatcher: Sendable {
         case commit(InternalTopic, offset: Int64)
         /// Something worth counting or showing happened; no I/O needed.
         case observe(Observation)
+        /// Create or delete a broadcast channel and report back.
+        case channel(ChannelRequest)
     }
 
     /// What the dispatcher reports for metrics, logs and the demo's output.
@@ -132,6 +138,10 @@ public struct PartitionDispatcher: Sendable {
         /// An audience start is done: the push-to-start tokens it was
         /// delivered to, and how many were skipped as already started.
         case audienceStarted(ActivityID, audience: AudienceKey, delivered: [DeviceToken], alreadyStarted: Int)
+        /// A broadcast activity's channel was created.
+        case channelCreated(ActivityID, ActivityChannel)
+        /// An expired broadcast activity's channel was deleted.
+        case channelDeleted(ActivityID, channelID: String)
     }
 
     /// A record as read from `commands`, `tokens` or `starts`.
@@ -230,6 +240,8 @@ public struct PartitionDispatcher: Sendable {
         case retry(ActivityID)
         /// A retry of the audience start at this offset.
         case retryStart(Int64)
+        /// A retry of creating the activity's broadcast channel.
+        case retryChannel(ActivityID)
     }
 
     public let partition: Int32
@@ -244,6 +256,8 @@ public struct PartitionDispatcher: Sendable {
     var budget: PushToStartBudget
     /// Audience starts being sent, by their offset on `starts`.
     var audienceDeliveries: [Int64: AudienceDelivery] = [:]
+    /// Broadcast activities' channels (see `PartitionDispatcher+Channels.swift`).
+    var channels: [ActivityID: ChannelSlot] = [:]
     /// The newest completed pushes of each activity, written in its snapshots.
     private var pushHistory: [ActivityID: [PushSummary]] = [:]
     private var trackers = OffsetTracker()
@@ -297,13 +311,17 @@ public struct PartitionDispatcher: Sendable {
     public mutating func restoreState(key: String, value: [UInt8]?) {
         guard let value else {
             restoredStates.removeAll { $0.activityID.rawValue == key }
-            if let activity = try? ActivityID(key) { pushHistory.removeValue(forKey: activity) }
+            if let activity = try? ActivityID(key) {
+                pushHistory.removeValue(forKey: activity)
+                channels.removeValue(forKey: activity)
+            }
             return
         }
         guard let json = try? FieldReader.parse(value), let snapshot = try? ActivityState(json: json) else { return }
         restoredStates.removeAll { $0.activityID == snapshot.activityID }
         restoredStates.append(snapshot)
         pushHistory[snapshot.activityID] = PushSummary.history(of: json)
+        channels[snapshot.activityID] = ActivityChannel.inSnapshot(json).map(ChannelSlot.ready)
     }
 
     /// A registration read back from `token-store`; a tombstone removes it.
@@ -339,6 +357,7 @@ public struct PartitionDispatcher: Sendable {
             for token in tokens.keys.sorted() { _ = fanOut.addToken(token, sendCurrent: false, now: now) }
             deliveries[activity] = ActivityDelivery(fanOut: fanOut)
         }
+        installRestoredChannels(now: now)
         restoredStates = []
         restoring = false
         nextSweep = now + configuration.sweepInterval
@@ -350,7 +369,7 @@ public struct PartitionDispatcher: Sendable {
             case .commands: actions += command(record, now: now)
             case .tokens: actions += tokenRecord(record, now: now)
             case .starts: actions += audienceStartRecord(record, now: now)
-            case .state, .tokenStore, .deadLetters: break
+            case .state, .tokenStore, .deadLetters, .channels: break
             }
         }
         return actions
@@ -365,7 +384,7 @@ public struct PartitionDispatcher: Sendable {
             dismissalDate: state.isEnded ? state.dismissalDate : nil, relevanceScore: state.relevanceScore)
     }
 
-    private func makeFanOut(_ activity: ActivityID) -> FanOut {
+    func makeFanOut(_ activity: ActivityID) -> FanOut {
         FanOut(activityID: activity, version: coalescer.state(of: activity)?.version ?? 0, configuration: configuration.fanOut)
     }
 
@@ -431,10 +450,11 @@ public struct PartitionDispatcher: Sendable {
             return deadLetterRecord(.commands, record, reason: reason, message: message, activityID: parsed.activityID, details: details, now: now)
         case .scheduleFlush(let at):
             wakes.schedule(.flush(parsed.activityID), at: at)
-            return []
+            return beginChannel(for: parsed)
         case .flush(var flush):
-            guard parsed.event == .start, !parsed.audiences.isEmpty else { return publish(flush, now: now) }
-            let actions = startAudiences(parsed.audiences, flush.push, app: flush.snapshot.app)
+            let channelActions = beginChannel(for: parsed)
+            guard parsed.event == .start, !parsed.audiences.isEmpty else { return channelActions + publish(flush, now: now) }
+            let actions = channelActions + startAudiencesWithChannel(parsed.audiences, flush.push, app: flush.snapshot.app)
             // The devices started through their push-to-start tokens hold the
             // activity: its update tokens are sent the state as an update.
             flush.push.event = .update
@@ -553,6 +573,7 @@ public struct PartitionDispatcher: Sendable {
             case .flush(let activity): actions += flushTimer(for: activity, now: now)
             case .retry(let activity): actions += retryTimer(for: activity, now: now)
             case .retryStart(let offset): actions += audienceStartTimer(offset, now: now)
+            case .retryChannel(let activity): actions += channelRetryTimer(for: activity)
             }
         }
         if let deadline = catchUp?.deadline, deadline <= now {
@@ -663,7 +684,9 @@ public struct PartitionDispatcher: Sendable {
             for token in (registrations.removeValue(forKey: activity) ?? [:]).keys.sorted() {
                 actions.append(.produce(Produce(topic: .tokenStore, key: TokenRegistration.storeKey(activity, token), value: nil, partition: partition, ticket: issueTicket(.nothing))))
             }
-            var offsets = expiry.heldOffsets
+            let (channelActions, channelHeld) = channelExpired(activity)
+            actions += channelActions
+            var offsets = expiry.heldOffsets + channelHeld
             if let delivery = deliveries.removeValue(forKey: activity) {
                 offsets += delivery.flushes.flatMap(\.offsets)
             }
@@ -700,6 +723,7 @@ public struct PartitionDispatcher: Sendable {
     public var isIdle: Bool {
         trackers.outstanding == 0 && acks.isEmpty && coalescer.heldActivities.isEmpty && (catchUp?.held.isEmpty ?? true)
             && deliveries.values.allSatisfy { $0.fanOut.isIdle && $0.flushes.isEmpty } && audienceDeliveries.isEmpty
+            && !isCreatingChannels
     }
 
     // MARK: Internals
@@ -736,13 +760,14 @@ public struct PartitionDispatcher: Sendable {
         ]
     }
 
-    private mutating func publish(_ flush: Coalescer.Flush, now: UnixTime) -> [Action] {
+    mutating func publish(_ flush: Coalescer.Flush, now: UnixTime) -> [Action] {
         let activity = flush.push.activityID
         if var hold = catchUp {
             hold.held[activity] = hold.held[activity].map { Self.merged($0, flush) } ?? flush
             catchUp = hold
             return []
         }
+        if holdUntilChannel(flush) { return [] }
         var delivery = deliveries.removeValue(forKey: activity) ?? ActivityDelivery(fanOut: makeFanOut(activity))
         var actions: [Action] = []
         do {
@@ -771,11 +796,15 @@ public struct PartitionDispatcher: Sendable {
         return actions
     }
 
-    private mutating func perform(_ fanOutActions: [FanOut.Action], for activity: ActivityID, now: UnixTime) -> [Action] {
+    mutating func perform(_ fanOutActions: [FanOut.Action], for activity: ActivityID, now: UnixTime) -> [Action] {
         var actions: [Action] = []
         var pending = fanOutActions[...]
         while let action = pending.popFirst() {
             switch action {
+            case .send(DeviceToken.broadcastChannel, let push):
+                let (send, settled) = broadcastSend(push, activity: activity, now: now)
+                if let send { actions.append(.send(send)) }
+                pending.append(contentsOf: settled)
             case .send(let token, let push):
                 let registered = registrations[activity]?[token]
                 switch payload(for: push) {
@@ -792,6 +821,8 @@ public struct PartitionDispatcher: Sendable {
                 }
             case .wake(let at):
                 wakes.schedule(.retry(activity), at: at)
+            case .removeToken(DeviceToken.broadcastChannel, let reason):
+                actions += channelRefused(activity, reason: reason, now: now)
             case .removeToken(let token, let reason):
                 actions.append(.observe(.tokenRemoved(activity, token, reason: reason)))
                 registrations[activity]?.removeValue(forKey: token)
@@ -805,9 +836,10 @@ public struct PartitionDispatcher: Sendable {
                     "priority": .integer(Int64(push.priority.rawValue)),
                 ]
                 if let requested = push.downgradedFrom { details["priority_downgraded_from"] = .integer(Int64(requested.rawValue)) }
+                if token == .broadcastChannel, let channel = channel(of: activity) { details["channel_id"] = .string(channel.id) }
                 let letter = DeadLetter(
-                    reason: reason, message: "push version \(push.version) of activity \(activity) to token \(token.hex) failed: \(detail)",
-                    activityID: activity, token: token, details: details, deadLetteredAt: now)
+                    reason: reason, message: "push version \(push.version) of activity \(activity) to \(destinationName(token, of: activity)) failed: \(detail)",
+                    activityID: activity, token: token == .broadcastChannel ? nil : token, details: details, deadLetteredAt: now)
                 deliveries[activity]?.pendingAcks += 1
                 actions.append(.produce(Produce(topic: .deadLetters, key: activity.rawValue, value: letter.serialized(), partition: nil, ticket: issueTicket(.deadLetterForActivity(activity)))))
                 actions.append(.observe(.deadLettered(letter)))
@@ -865,12 +897,14 @@ public struct PartitionDispatcher: Sendable {
         let history = Array(((pushHistory[activity] ?? []) + [summary]).suffix(PushSummary.historyLimit))
         pushHistory[activity] = history
         let ticket = issueTicket(.snapshot(activity, offsets: offsets))
+        var snapshot = PushSummary.snapshot(newest.snapshot, history: history)
+        if let channel = channel(of: activity) { snapshot = channel.added(to: snapshot) }
         return [
             .produce(Produce(
-                topic: .state, key: activity.rawValue, value: PushSummary.snapshot(newest.snapshot, history: history).serialized(),
+                topic: .state, key: activity.rawValue, value: snapshot.serialized(),
                 partition: partition, ticket: ticket)),
             .observe(.pushCompleted(
-                newest.snapshot, commands: offsets.count, tokens: delivery.fanOut.tokenCount,
+                newest.snapshot, commands: offsets.count, tokens: delivery.deviceTokenCount,
                 sample: registrations[activity].map { Array($0.keys.prefix(4)).sorted() } ?? [])),
         ]
     }

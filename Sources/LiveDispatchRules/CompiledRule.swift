@@ -65,6 +65,9 @@ final class CompiledRule: Sendable {
     let audiences: [Template]
     /// The app of the activities the rule commands (`app`); nil for the only app.
     let app: String?
+    /// For a start: the activity is broadcast, with this channel storage policy.
+    let broadcast: Bool?
+    let storagePolicy: ChannelStoragePolicy?
 
     /// Longest list `for_each` walks; a longer one is an error, not a flood.
     static let maxForEach = 1000
@@ -80,7 +83,8 @@ final class CompiledRule: Sendable {
         activityID: Template, activityType: String, event: ActivityEvent, set: [FieldAssignment], unset: [String],
         replaceState: Bool, priority: PrioritySpecification?, alert: AlertTemplates?, stale: DateSpecification?,
         dismissal: DateSpecification?, relevanceScore: CompiledExpression?, timestamp: CompiledExpression?,
-        attributes: [FieldAssignment]?, audiences: [Template] = [], app: String? = nil
+        attributes: [FieldAssignment]?, audiences: [Template] = [], app: String? = nil, broadcast: Bool? = nil,
+        storagePolicy: ChannelStoragePolicy? = nil
     ) {
         self.app = app
         self.name = name
@@ -102,6 +106,8 @@ final class CompiledRule: Sendable {
         self.timestamp = timestamp
         self.attributes = attributes
         self.audiences = audiences
+        self.broadcast = broadcast
+        self.storagePolicy = storagePolicy
         guardCondition = when.flatMap { Self.guardCondition($0.syntax) }
     }
 

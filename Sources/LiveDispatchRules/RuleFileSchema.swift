@@ -58,6 +58,8 @@ public enum RuleFileSchema {
                     "description": "The app (of the worker's apps:) the activities belong to; needed on a start when there are several.",
                     "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$",
                 ],
+                "broadcast": ["type": "boolean", "description": "For a start: broadcast the activity through a channel the worker creates."],
+                "storage_policy": ["enum": ["no-storage", "most-recent", 0, 1], "description": "With broadcast: the channel's message storage policy (default most-recent)."],
             ],
         ]
         return [

@@ -15,7 +15,7 @@ struct RuleLoader: Sendable {
     static let ruleKeys = [
         "name", "description", "topic", "when", "activity_id", "activity_type", "event", "set", "unset", "replace_state",
         "priority", "alert", "stale_after", "stale_date", "dismiss_after", "dismissal_date", "relevance_score",
-        "timestamp", "for_each", "attributes", "audiences", "app",
+        "timestamp", "for_each", "attributes", "audiences", "app", "broadcast", "storage_policy",
     ]
     static let alertKeys = ["title", "body", "sound"]
 
@@ -254,6 +254,8 @@ struct RuleBuilder {
             }
         }
 
+        let (broadcast, storagePolicy) = broadcastSettings(node, event: event)
+
         var set: [FieldAssignment] = []
         if let setNode = node["set"], let type = activityType {
             set = assignments(setNode, schema: type.contentState, path: "set")
@@ -387,7 +389,34 @@ struct RuleBuilder {
             name: name, topics: topics, location: source.location(node), when: when, forEach: forEach, activityID: activityID,
             activityType: activityType.name, event: event, set: set, unset: unset, replaceState: replaceState, priority: priority,
             alert: alert, stale: stale, dismissal: dismissal, relevanceScore: relevance, timestamp: timestamp,
-            attributes: attributes ?? (event == .start ? [] : nil), audiences: audiences, app: app)
+            attributes: attributes ?? (event == .start ? [] : nil), audiences: audiences, app: app, broadcast: broadcast,
+            storagePolicy: storagePolicy)
+    }
+
+    /// `broadcast` (a start's channel) and `storage_policy`, checked as the
+    /// `commands` topic checks them.
+    private mutating func broadcastSettings(_ node: YAMLNode, event: ActivityEvent) -> (Bool?, ChannelStoragePolicy?) {
+        var broadcast: Bool?
+        if let broadcastNode = node["broadcast"] {
+            switch broadcastNode.json {
+            case .bool(let flag) where event == .start: broadcast = flag
+            case .bool: problem(broadcastNode, "broadcast is only for a start", expected: "event: start, or no broadcast")
+            default: problem(broadcastNode, "broadcast is '\(broadcastNode.scalar ?? broadcastNode.kindName)'", expected: "true or false")
+            }
+        }
+        var storagePolicy: ChannelStoragePolicy?
+        if let policyNode = node["storage_policy"] {
+            if broadcast != true {
+                problem(policyNode, "storage_policy is only for a start with broadcast: true", expected: "broadcast: true, or no storage_policy")
+            } else {
+                do {
+                    storagePolicy = try ChannelStoragePolicy(parsing: policyNode.scalar ?? "")
+                } catch {
+                    problem(policyNode, "storage_policy is '\(policyNode.scalar ?? policyNode.kindName)'", expected: "no-storage (0) or most-recent (1)")
+                }
+            }
+        }
+        return (broadcast, storagePolicy)
     }
 
     mutating func checkKeys(_ pairs: [(key: YAMLNode, value: YAMLNode)], allowed: [String], context: String) {

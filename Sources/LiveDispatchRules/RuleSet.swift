@@ -400,7 +400,8 @@ extension CompiledRule {
             dismissalDate: try resolve(dismissal, from: time, context, field: "dismissal_date"),
             relevanceScore: relevance, alert: activityAlert,
             attributesType: event == .start ? activityType : nil, attributes: attributesJSON, audiences: audienceKeys,
-            app: app, source: CommandSource(topic: record.topic, partition: record.partition, offset: record.offset, rule: name))
+            app: app, source: CommandSource(topic: record.topic, partition: record.partition, offset: record.offset, rule: name),
+            broadcast: broadcast, storagePolicy: storagePolicy)
         do {
             try command.validate()
         } catch {

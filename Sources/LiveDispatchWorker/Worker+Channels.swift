@@ -6,34 +6,52 @@ import NIOSSL
 
 extension Worker {
     /// Where the broadcast channel management API of `environment` is for
-    /// `apns.endpoint`: Apple's `api-manage-broadcast` hosts for `production`
-    /// and `sandbox`, the same address for `host:port` (the simulator serves
-    /// both APIs on one port).
+    /// `app`: its own `endpoints` address, else `apns.endpoint`'s — Apple's
+    /// `api-manage-broadcast` hosts for `production` and `sandbox`, the
+    /// same address for `host:port` (the simulator serves both APIs on one
+    /// port).
     public static func channelManagementEndpoint(
-        _ apns: WorkerConfiguration.APNs, environment: APNsEnvironment
+        of app: WorkerConfiguration.App, apnsEndpoint: String, environment: APNsEnvironment
     ) throws(WorkerStartError) -> APNsClientConfiguration.Endpoint {
-        switch apns.endpoint {
+        let text = app.endpoint(environment).isEmpty ? apnsEndpoint : app.endpoint(environment)
+        switch text {
         case "production", "sandbox":
             return environment == .sandbox ? .channelManagementSandbox : .channelManagementProduction
         case "simulator":
             throw WorkerStartError(
                 "apns.endpoint: the in-process simulator lives only inside a running worker; give the address (host:port) of a simulator started with `livedispatch simulate apns`")
         default:
-            guard let (host, port) = WorkerConfiguration.hostAndPort(apns.endpoint, ports: 1...65535) else {
-                throw WorkerStartError("apns.endpoint: \(apns.endpoint.debugDescription) is not production, sandbox or host:port")
+            guard let (host, port) = WorkerConfiguration.hostAndPort(text, ports: 1...65535) else {
+                throw WorkerStartError("the endpoint \(text.debugDescription) of app \(app.name) is not production, sandbox or host:port")
             }
             return .init(host: host, port: port)
         }
     }
 
+    /// The app `name` names (`apps:`), or the only app when it is nil.
+    public static func app(_ configuration: WorkerConfiguration, named name: String?) throws(WorkerStartError) -> WorkerConfiguration.App {
+        let apps = configuration.resolvedApps
+        let names = apps.map(\.name).joined(separator: ", ")
+        guard let name else {
+            guard apps.count == 1, let only = apps.first else {
+                throw WorkerStartError("this configuration sends for several apps (\(names)); name one")
+            }
+            return only
+        }
+        guard let app = apps.first(where: { $0.name == name }) else {
+            throw WorkerStartError("\(name.debugDescription) is not an app of this configuration (known: \(names))")
+        }
+        return app
+    }
+
     /// A pool to the channel management API of `environment`, signed with
-    /// the configured key and trusting the configured roots, and the client
-    /// of the app `bundleID` over it. Shut the pool down when done.
+    /// the app's key and trusting the configured roots, and the client of
+    /// the app's bundle over it. Shut the pool down when done.
     public static func makeChannelClient(
-        _ configuration: WorkerConfiguration, environment: APNsEnvironment, bundleID: String, logger: Logger
+        _ configuration: WorkerConfiguration, app: WorkerConfiguration.App, environment: APNsEnvironment, logger: Logger
     ) throws -> (BroadcastChannelClient, APNsConnectionPool) {
         let apns = configuration.apns
-        let endpoint = try channelManagementEndpoint(apns, environment: environment)
+        let endpoint = try channelManagementEndpoint(of: app, apnsEndpoint: apns.endpoint, environment: environment)
         var trustRoots: [NIOSSLCertificate] = []
         for path in apns.trustRoots {
             do {
@@ -44,15 +62,15 @@ extension Worker {
         }
         let pem: String
         do {
-            pem = try String(contentsOfFile: apns.keyPath, encoding: .utf8)
+            pem = try String(contentsOfFile: app.keyPath, encoding: .utf8)
         } catch {
-            throw WorkerStartError("apns.key_path: \(apns.keyPath) cannot be read (\(error.localizedDescription))")
+            throw WorkerStartError("the key of app \(app.name) (\(app.keyPath)) cannot be read (\(error.localizedDescription))")
         }
-        let signingKey = try APNsSigningKey(pemRepresentation: pem, keyID: apns.keyID, teamID: apns.teamID)
+        let signingKey = try APNsSigningKey(pemRepresentation: pem, keyID: app.keyID, teamID: app.teamID)
         let pool = try APNsConnectionPool(
             configuration: APNsClientConfiguration(
                 endpoint: endpoint, connections: 1, requestTimeout: apns.requestTimeout, additionalTrustRoots: trustRoots),
             signingKey: signingKey, logger: logger)
-        return (BroadcastChannelClient(pool: pool, bundleID: bundleID), pool)
+        return (BroadcastChannelClient(pool: pool, bundleID: app.bundleID), pool)
     }
 }

@@ -127,7 +127,8 @@ public final class Worker: Sendable {
         let console = options.console
         let printer = console.map { ConsolePrinter(write: $0) }
         let dispatcher = try Dispatcher(
-            configuration: configuration, client: client, producer: producer, sender: sender, logger: logger, metrics: metrics,
+            configuration: configuration, client: client, producer: producer, sender: sender,
+            channels: BroadcastChannels(configuration: configuration, logger: logger), logger: logger, metrics: metrics,
             observer: printer.map { printer -> Dispatcher.Observer in { observation in printer.observe(observation) } })
         let router = try Router(
             configuration: configuration, rules: rules, client: client, producer: producer, logger: logger, metrics: metrics,
@@ -195,6 +196,7 @@ public final class Worker: Sendable {
 
     private func shutdownClients() async {
         await sender.shutdown()
+        await dispatcher.channels?.shutdown()
         try? await simulator?.stop()
     }
 

@@ -13,9 +13,10 @@ struct ChannelsCommand: AsyncParsableCommand {
         commandName: "channels",
         abstract: "Create, list, read and delete the app's broadcast channels on APNs.",
         discussion: """
-            Uses the apns section of the configuration: key, team, key id, bundle id and trust roots. \
-            With apns.endpoint production or sandbox it talks to api-manage-broadcast[.sandbox].push.apple.com \
-            (ports 2196 and 2195) as --environment says; with host:port, to that address (a simulator). \
+            Uses the app's key, team, key id and bundle id (the apns section, or the app --app names under \
+            apps:) and apns.trust_roots. With the endpoint production or sandbox it talks to \
+            api-manage-broadcast[.sandbox].push.apple.com (ports 2196 and 2195) as --environment says; with \
+            host:port (apns.endpoint, or the app's endpoints), to that address (a simulator). \
             An app keeps at most 10,000 channels per environment: delete those whose activity is over.
             """,
         subcommands: [Create.self, List.self, Get.self, Delete.self])
@@ -23,7 +24,8 @@ struct ChannelsCommand: AsyncParsableCommand {
     /// The configuration and environment every subcommand uses.
     struct Target: ParsableArguments {
         @Option(name: .shortAndLong, help: "Configuration file (its apns section).") var config = "Config/livedispatch.yaml"
-        @Option(help: "production or sandbox (default: apns.environment).") var environment: String?
+        @Option(help: "production or sandbox (default: the app's environment).") var environment: String?
+        @Option(help: "The app (of apps:) whose channels these are; needed when there are several.") var app: String?
 
         func validate() throws {
             if let environment, APNsEnvironment(rawValue: environment) == nil {
@@ -41,14 +43,14 @@ struct ChannelsCommand: AsyncParsableCommand {
             } catch {
                 fail("the configuration is not valid:\n\(error)")
             }
-            let chosen = environment.flatMap(APNsEnvironment.init(rawValue:)) ?? configuration.apns.environment
             var logger = Logger(label: "livedispatch.channels") { StreamLogHandler.standardError(label: $0) }
             logger.logLevel = .error
             let client: BroadcastChannelClient
             let pool: APNsConnectionPool
             do {
-                (client, pool) = try Worker.makeChannelClient(
-                    configuration, environment: chosen, bundleID: configuration.apns.bundleID, logger: logger)
+                let chosenApp = try Worker.app(configuration, named: app)
+                let chosen = environment.flatMap(APNsEnvironment.init(rawValue:)) ?? chosenApp.environment
+                (client, pool) = try Worker.makeChannelClient(configuration, app: chosenApp, environment: chosen, logger: logger)
             } catch {
                 fail("\(error)")
             }

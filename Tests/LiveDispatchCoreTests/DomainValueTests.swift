@@ -39,7 +39,7 @@ struct DomainValueTests {
             (#"{"activity_id": "a", "stale_date": "soon"}"#, #"field 'stale_date': "soon" is not a date (expected Unix seconds or ISO-8601 such as 2025-11-24T18:00:00Z)"#),
             (#"{"activity_id": "a", "timestamp": true}"#, "field 'timestamp': expected a date (Unix seconds or an ISO-8601 string), got bool"),
             (#"{"activity_id": "a", "alert": {"title": "t"}}"#, "field 'alert.body': is required"),
-            (#"{"activity_id": "a", "contentState": {}}"#, "field 'contentState': is not a known field (known: activity_id, alert, app, attributes, attributes_type, audiences, content_state, dismissal_date, event, id, input_push_channel, input_push_token, priority, relevance_score, replace_state, source, stale_date, timestamp)"),
+            (#"{"activity_id": "a", "contentState": {}}"#, "field 'contentState': is not a known field (known: activity_id, alert, app, attributes, attributes_type, audiences, broadcast, content_state, dismissal_date, event, id, input_push_channel, input_push_token, priority, relevance_score, replace_state, source, stale_date, storage_policy, timestamp)"),
             (#"{"activity_id": "a", "event": "start", "content_state": {}}"#, "field 'alert': is required for a start"),
             (#"{"activity_id": "a", "replace_state": true}"#, "field 'content_state': is required when replace_state is true"),
             (#"{"activity_id": "a", "source": {"topic": "t", "partition": -1, "offset": 0}}"#, "field 'source.partition': expected a partition number (0 or more)"),

@@ -91,6 +91,8 @@ struct DispatcherSimulation {
                 if case .deadLettered(let letter) = observation, letter.reason != .activityEnded {
                     violations.append("unexpected dead letter \(letter.reason)")
                 }
+            case .channel(let request):
+                violations.append("unexpected channel request \(request)")
             }
         }
     }

@@ -14,6 +14,7 @@ struct DispatcherHarness {
     var holdAcks = false
     var observations: [PartitionDispatcher.Observation] = []
     var unacknowledged: [UInt64] = []
+    var channelRequests: [PartitionDispatcher.ChannelRequest] = []
 
     init(configuration: PartitionDispatcher.Configuration = PartitionDispatcher.Configuration()) {
         dispatcher = PartitionDispatcher(partition: 2, configuration: configuration)
@@ -34,6 +35,8 @@ struct DispatcherHarness {
                 commits[topic] = offset
             case .observe(let observation):
                 observations.append(observation)
+            case .channel(let request):
+                channelRequests.append(request)
             }
         }
     }

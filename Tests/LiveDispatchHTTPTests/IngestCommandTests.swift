@@ -81,6 +81,19 @@ struct IngestCommandTests {
         #expect(problems(command(try start(["user-1", "user-1"]), event: .start)) == ["/audiences"])
     }
 
+    @Test("a start may be broadcast with a storage policy; broadcast on an update is pointed at")
+    func startBroadcast() throws {
+        let start = Components.Schemas.StartRequest(
+            contentState: try .init(unvalidatedValue: ["teamOneScore": 0]), alert: .init(title: "Kick-off", body: "Owls v Hawks"),
+            attributesType: "SportsActivityAttributes", attributes: try .init(unvalidatedValue: ["teamOneName": "Owls"]),
+            broadcast: true, storagePolicy: .noStorage)
+        let made = try command(start, event: .start).get()
+        #expect(made.broadcast == true)
+        #expect(made.storagePolicy == .noStorage)
+        struct BroadcastUpdate: Encodable { var broadcast = true }
+        #expect(problems(command(BroadcastUpdate())) == ["/broadcast"])
+    }
+
     @Test("a push-to-start token is produced to tokens under its audience key")
     func pushToStartToken() async throws {
         let rules = try ExplainRulesTests.shippedRules()

@@ -62,6 +62,23 @@ struct AudienceRuleTests {
         #expect(failure.reason.contains("audiences[0]"))
     }
 
+    @Test("a start rule may be broadcast with a storage policy; outside a start, or a bad policy, is refused")
+    func broadcast() throws {
+        let broadcastFile = file(audiences: #"["fans"]"#) + "\n    broadcast: true\n    storage_policy: no-storage"
+        let rules = try RuleSet.compile(files: [("kickoff.yaml", broadcastFile)])
+        let record = EventRecord(topic: "sports.scores", offset: 7, timestamp: now)
+        guard case .command(let command) = rules.evaluate(record, event: ["id": "9", "home": "owls"], now: now).first else {
+            Issue.record("expected a command")
+            return
+        }
+        #expect(command.broadcast == true)
+        #expect(command.storagePolicy == .noStorage)
+        let update = file(event: "update", audiences: "[]").replacingOccurrences(of: "    audiences: []", with: "    broadcast: true")
+        #expect(diagnostics(update).contains { $0.contains("broadcast is only for a start") })
+        let badPolicy = file(audiences: #"["fans"]"#) + "\n    broadcast: true\n    storage_policy: forever"
+        #expect(diagnostics(badPolicy).contains { $0.contains("storage_policy is 'forever'") })
+    }
+
     @Test("audiences outside a start, not a list, or a constant that is no audience key are refused with their position")
     func refused() {
         #expect(diagnostics(file(event: "update", audiences: #"["fans"]"#)).contains { $0.contains("audiences are only for a start") })

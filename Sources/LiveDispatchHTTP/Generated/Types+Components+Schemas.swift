@@ -353,6 +353,21 @@ extension Components {
             internal var audiences: [Swift.String]?
             /// - Remark: Generated from `#/components/schemas/StartRequest/app`.
             internal var app: Components.Schemas.App?
+            /// Broadcast the activity (iOS 18) — the worker creates a channel for it, publishes the channel id on the `channels` topic, sends the start to audiences with `input-push-channel` and every update and end to the channel.
+            ///
+            /// - Remark: Generated from `#/components/schemas/StartRequest/broadcast`.
+            internal var broadcast: Swift.Bool?
+            /// The channel's message storage policy (with `broadcast`; default `most-recent`) — `no-storage` delivers only to devices online at the time.
+            ///
+            /// - Remark: Generated from `#/components/schemas/StartRequest/storage_policy`.
+            internal enum StoragePolicyPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case noStorage = "no-storage"
+                case mostRecent = "most-recent"
+            }
+            /// The channel's message storage policy (with `broadcast`; default `most-recent`) — `no-storage` delivers only to devices online at the time.
+            ///
+            /// - Remark: Generated from `#/components/schemas/StartRequest/storage_policy`.
+            internal var storagePolicy: Components.Schemas.StartRequest.StoragePolicyPayload?
             /// Creates a new `StartRequest`.
             ///
             /// - Parameters:
@@ -370,6 +385,8 @@ extension Components {
             ///   - inputPushChannel:
             ///   - audiences: Audience keys whose push-to-start tokens of `attributes_type` are sent the start (with `input-push-token`).
             ///   - app:
+            ///   - broadcast: Broadcast the activity (iOS 18) — the worker creates a channel for it, publishes the channel id on the `channels` topic, sends the start to audiences with `input-push-channel` and every update and end to the channel.
+            ///   - storagePolicy: The channel's message storage policy (with `broadcast`; default `most-recent`) — `no-storage` delivers only to devices online at the time.
             internal init(
                 contentState: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
                 timestamp: Components.Schemas.Date? = nil,
@@ -384,7 +401,9 @@ extension Components {
                 inputPushToken: Swift.Bool? = nil,
                 inputPushChannel: Swift.String? = nil,
                 audiences: [Swift.String]? = nil,
-                app: Components.Schemas.App? = nil
+                app: Components.Schemas.App? = nil,
+                broadcast: Swift.Bool? = nil,
+                storagePolicy: Components.Schemas.StartRequest.StoragePolicyPayload? = nil
             ) {
                 self.contentState = contentState
                 self.timestamp = timestamp
@@ -400,6 +419,8 @@ extension Components {
                 self.inputPushChannel = inputPushChannel
                 self.audiences = audiences
                 self.app = app
+                self.broadcast = broadcast
+                self.storagePolicy = storagePolicy
             }
             internal enum CodingKeys: String, CodingKey {
                 case contentState = "content_state"
@@ -416,6 +437,8 @@ extension Components {
                 case inputPushChannel = "input_push_channel"
                 case audiences
                 case app
+                case broadcast
+                case storagePolicy = "storage_policy"
             }
             internal init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -475,6 +498,14 @@ extension Components {
                     Components.Schemas.App.self,
                     forKey: .app
                 )
+                self.broadcast = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .broadcast
+                )
+                self.storagePolicy = try container.decodeIfPresent(
+                    Components.Schemas.StartRequest.StoragePolicyPayload.self,
+                    forKey: .storagePolicy
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "content_state",
                     "timestamp",
@@ -489,7 +520,9 @@ extension Components {
                     "input_push_token",
                     "input_push_channel",
                     "audiences",
-                    "app"
+                    "app",
+                    "broadcast",
+                    "storage_policy"
                 ])
             }
         }

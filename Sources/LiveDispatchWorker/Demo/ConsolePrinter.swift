@@ -48,6 +48,10 @@ public final class ConsolePrinter: Sendable {
             if alreadyStarted > 0 { parts.append("\(alreadyStarted) already started, not started again") }
             if parts.isEmpty { parts.append("no push-to-start token of its type") }
             write("\(elapsed)  ▶ \(activity) → audience \(audience): \(parts.joined(separator: "; "))")
+        case .channelCreated(let activity, let channel):
+            write("\(elapsed)  📡 \(activity): broadcast channel \(channel.id) created (\(channel.storagePolicy))")
+        case .channelDeleted(let activity, let channelID):
+            write("\(elapsed)  📡 \(activity): broadcast channel \(channelID) deleted")
         }
     }
 

@@ -54,6 +54,8 @@ public final class Dispatcher: Service, Sendable {
     let producer: KafkaProducer
     let reader: KafkaPartitionReader
     let sender: PushSender
+    /// Creates and deletes broadcast activities' channels; nil refuses them.
+    let channels: BroadcastChannels?
     let logger: Logger
     let metrics: WorkerMetrics
     let observer: Observer?
@@ -67,7 +69,7 @@ public final class Dispatcher: Service, Sendable {
     /// - Parameter clock: the wall clock the machines are given (Unix time).
     public init(
         configuration: WorkerConfiguration, client: KafkaClientConfiguration, producer: KafkaProducer,
-        sender: PushSender, logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil,
+        sender: PushSender, channels: BroadcastChannels? = nil, logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         clock: @escaping @Sendable () -> UnixTime = { UnixTime(seconds: Date().timeIntervalSince1970) }
     ) throws(KafkaError) {
@@ -84,6 +86,7 @@ public final class Dispatcher: Service, Sendable {
         self.producer = producer
         self.reader = KafkaPartitionReader(configuration: client, logger: logger)
         self.sender = sender
+        self.channels = channels
         self.logger = logger
         self.metrics = metrics
         self.observer = observer
@@ -180,7 +183,7 @@ public final class Dispatcher: Service, Sendable {
                 return switch topic {
                 case .commands: machine.command(input, now: now)
                 case .starts: machine.audienceStartRecord(input, now: now)
-                case .tokens, .state, .tokenStore, .deadLetters: machine.tokenRecord(input, now: now)
+                case .tokens, .state, .tokenStore, .deadLetters, .channels: machine.tokenRecord(input, now: now)
                 }
             }
         }
@@ -210,6 +213,15 @@ public final class Dispatcher: Service, Sendable {
     private var services: DispatchServices {
         DispatchServices(
             clock: clock, jitter: { Double.random(in: 0..<1) }, sender: sender,
+            channels: { [channels] request, done in
+                guard let channels else {
+                    if case .create(let activity, _, _, _) = request {
+                        done(.createFailed(activity, reason: "this worker manages no broadcast channels", retryable: false))
+                    }
+                    return
+                }
+                channels.perform(request, done: done)
+            },
             enqueue: { [self] produce, number in enqueue(produce, partition: number) },
             commit: { [self] topic, number, offset in commit(topic, number, offset) },
             observe: { [self] observation in observe(observation) },
@@ -322,6 +334,10 @@ public final class Dispatcher: Service, Sendable {
             logger.debug("Audience start sent", metadata: [
                 "activity.id": "\(activity)", "audience": "\(audience)", "start.delivered": "\(delivered.count)", "start.already_started": "\(alreadyStarted)",
             ])
+        case .channelCreated(let activity, let channel):
+            logger.info("Broadcast channel published", metadata: ["activity.id": "\(activity)", "apns.channel_id": "\(channel.id)"])
+        case .channelDeleted(let activity, let channelID):
+            logger.debug("Broadcast channel of an expired activity deleted", metadata: ["activity.id": "\(activity)", "apns.channel_id": "\(channelID)"])
         case .activityExpired:
             break
         }

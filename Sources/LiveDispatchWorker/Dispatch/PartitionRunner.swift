@@ -20,6 +20,7 @@ final class PartitionRunner: Sendable {
     enum Arrival: Sendable {
         case sent(PartitionDispatcher.Send, FanOut.Outcome)
         case acknowledged(UInt64)
+        case channel(BroadcastChannels.Report)
     }
 
     private struct Box: Sendable {
@@ -157,6 +158,12 @@ final class PartitionRunner: Sendable {
                     actions += machine.sendCompleted(send, outcome: outcome, now: now, jitter: services.jitter())
                 case .acknowledged(let ticket):
                     actions += machine.acknowledged(ticket, now: now)
+                case .channel(.created(let activity, let channelID)):
+                    actions += machine.channelCreated(activity, id: channelID, now: now)
+                case .channel(.createFailed(let activity, let reason, let retryable)):
+                    actions += machine.channelCreateFailed(activity, reason: reason, retryable: retryable, now: now, jitter: services.jitter())
+                case .channel(.deleted(let activity, let channel, let failure)):
+                    actions += machine.channelDeleted(activity, channel, failure: failure, now: now)
                 }
             }
             return actions
@@ -175,6 +182,8 @@ final class PartitionRunner: Sendable {
                 services.commit(topic, number, offset)
             case .observe(let observation):
                 services.observe(observation)
+            case .channel(let request):
+                services.channels(request) { [weak self] report in self?.deliver(.channel(report)) }
             }
         }
         guard !sends.isEmpty else { return }
@@ -226,6 +235,7 @@ struct DispatchServices: Sendable {
     var clock: @Sendable () -> UnixTime
     var jitter: @Sendable () -> Double
     var sender: PushSender
+    var channels: @Sendable (PartitionDispatcher.ChannelRequest, @escaping @Sendable (BroadcastChannels.Report) -> Void) -> Void
     var enqueue: @Sendable (PartitionDispatcher.Produce, Int32) -> Result<KafkaPendingDelivery, KafkaError>
     var commit: @Sendable (InternalTopic, Int32, Int64) -> Void
     var observe: @Sendable (PartitionDispatcher.Observation) -> Void

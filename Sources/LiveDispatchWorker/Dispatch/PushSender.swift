@@ -50,9 +50,8 @@ public struct PushSender: Sendable {
     }
 
     func request(_ send: PartitionDispatcher.Send, _ route: Route) -> APNsRequest {
-        APNsRequest(
-            push: send.push, payload: send.payload, to: .device(send.token), bundleID: route.bundleID,
-            apnsID: UUID().uuidString.lowercased())
+        // To the device token, or to the activity's broadcast channel.
+        send.request(bundleID: route.bundleID, apnsID: UUID().uuidString.lowercased())
     }
 
     /// What a send of an app this worker has no route for ends as.

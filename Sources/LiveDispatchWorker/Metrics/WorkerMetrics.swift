@@ -65,6 +65,10 @@ public struct WorkerMetrics: Sendable {
         case .audienceStarted(_, _, let delivered, let alreadyStarted):
             counter("livedispatch_audience_starts_total", [("outcome", "delivered")]).increment(by: delivered.count)
             counter("livedispatch_audience_starts_total", [("outcome", "already-started")]).increment(by: alreadyStarted)
+        case .channelCreated:
+            counter("livedispatch_broadcast_channels_total", [("operation", "created")]).increment()
+        case .channelDeleted:
+            counter("livedispatch_broadcast_channels_total", [("operation", "deleted")]).increment()
         }
     }
 

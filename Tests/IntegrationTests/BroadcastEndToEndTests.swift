@@ -1,0 +1,81 @@
+import Foundation
+import Kafka
+import LiveDispatchCore
+import Testing
+
+/// A broadcast activity's channel lifecycle as real processes: the embedded
+/// Kafka cluster process, the APNs simulator process over TLS (recording
+/// every push) and `livedispatch run`; the channel is checked with
+/// `livedispatch channels get` as a process.
+@Suite("Broadcast channels end to end", .serialized)
+struct BroadcastEndToEndTests {
+    static let activity = "match-broadcast"
+
+    func channelsGet(_ channelID: String, configuration: String) throws -> ProcessResult {
+        try runProcess(["channels", "get", channelID, "--config", configuration])
+    }
+
+    @Test("a broadcast start creates a channel published on channels; each update and the end reach it once; after the dismissal it is deleted and tombstoned")
+    func lifecycle() async throws {
+        let stack = try await WorkerStack()
+        let configuration = try stack.writeConfiguration()
+        let worker = try await stack.startWorker(configuration: configuration)
+        let device = token(31, salt: 11)
+        try await stack.register(device, for: Self.activity)
+        try await stack.produce("livedispatch.commands", key: Self.activity, #"{"activity_id": "\#(Self.activity)", "event": "start", "broadcast": true, "storage_policy": "most-recent", "content_state": {"teamOneScore": 0, "teamTwoScore": 0}, "attributes_type": "SportsActivityAttributes", "attributes": {"teamOneName": "Owls", "teamTwoName": "Hawks"}, "alert": {"title": "Owls v Hawks", "body": "Kick-off"}}"#)
+
+        // The channel is created on the simulator and published for backends.
+        let published = try await stack.waitWithDiagnostics("the channel on livedispatch.channels", workers: [worker]) {
+            try await stack.read("livedispatch.channels").first { $0.value != nil }
+        }
+        #expect(published.key.map { String(decoding: $0, as: UTF8.self) } == Self.activity)
+        let record = try JSONValue.parse(published.value ?? [])
+        let channelID = try #require(record["channel_id"]?.stringValue)
+        #expect(record["activity_id"] == .string(Self.activity))
+        #expect(record["environment"] == "production")
+        #expect(record["storage_policy"] == "most-recent")
+        #expect(record["created_at"]?.numberValue != nil)
+        let exists = try channelsGet(channelID, configuration: configuration)
+        #expect(exists.status == 0, "\(exists.standardError)")
+
+        // The registered device gets the start, naming the channel.
+        let start = try await stack.waitWithDiagnostics("the start to the device", workers: [worker]) {
+            stack.pushesByToken()[device]?.first
+        }
+        #expect(start.event == "start")
+        #expect(start.aps["input-push-channel"] == .string(channelID))
+
+        // An update: one broadcast to the channel, besides the device's own push.
+        try await stack.produce("livedispatch.commands", key: Self.activity, #"{"activity_id": "\#(Self.activity)", "content_state": {"teamOneScore": 1}}"#)
+        let update = try await stack.waitWithDiagnostics("the update broadcast", workers: [worker]) {
+            stack.pushes().first { $0.value["channel"]?.stringValue == channelID }
+        }
+        #expect(update.event == "update")
+        #expect(update.contentState == ["teamOneScore": 1, "teamTwoScore": 0])
+        #expect(update.headers["apns-channel-id"] == channelID)
+        #expect(update.headers["apns-topic"] == nil)
+        #expect(update.headers[":path"] == "/4/broadcasts/apps/\(WorkerStack.bundleID)")
+        _ = try await stack.waitWithDiagnostics("the update to the device", workers: [worker]) {
+            stack.pushesByToken()[device]?.contains { $0.event == "update" } == true ? true : nil
+        }
+
+        // The end, dismissed a few seconds later: broadcast once, then the channel is deleted.
+        let dismissal = Int(Date().timeIntervalSince1970) + 4
+        try await stack.produce("livedispatch.commands", key: Self.activity, #"{"activity_id": "\#(Self.activity)", "event": "end", "content_state": {"teamOneScore": 2}, "dismissal_date": \#(dismissal)}"#)
+        let end = try await stack.waitWithDiagnostics("the end broadcast", workers: [worker]) {
+            stack.pushes().first { $0.value["channel"]?.stringValue == channelID && $0.event == "end" }
+        }
+        #expect(end.aps["dismissal-date"] == .integer(Int64(dismissal)))
+        let tombstoned = try await stack.waitWithDiagnostics("the channels record tombstoned", workers: [worker], timeout: .seconds(60)) {
+            try await stack.read("livedispatch.channels").last.flatMap { $0.value == nil ? true : nil }
+        }
+        #expect(tombstoned)
+        _ = try await stack.waitWithDiagnostics("the channel deleted on the simulator", workers: [worker], timeout: .seconds(30)) {
+            try channelsGet(channelID, configuration: configuration).status != 0 ? true : nil
+        }
+        let broadcasts = stack.pushes().filter { $0.value["channel"]?.stringValue == channelID }
+        #expect(broadcasts.map(\.event) == ["update", "end"], "each version reached the channel once")
+        #expect(try await stack.deadLetters().isEmpty)
+        #expect(try await worker.stop() == 0)
+    }
+}
