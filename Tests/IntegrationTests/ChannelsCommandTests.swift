@@ -126,4 +126,34 @@ struct ChannelsCommandTests {
             #expect(refused.standardError.contains("InvalidProviderToken"))
         }
     }
+
+    @Test("with several apps, --app chooses whose key and bundle; without it, or naming no app, the command says so")
+    func severalApps() async throws {
+        try await withSimulator(channelLimit: 10) { configuration, directory, port in
+            let key = directory.appendingPathComponent("key.p8").path
+            let certificate = directory.appendingPathComponent("sim.pem").path
+            let twoApps = directory.appendingPathComponent("two-apps.yaml").path
+            try Data("""
+                apns:
+                  endpoint: 127.0.0.1:\(port)
+                  trust_roots: [\(certificate)]
+                apps:
+                  - {name: scores, bundle_id: \(Self.bundleID), team_id: \(Self.teamID), key_id: \(Self.keyID), key_path: \(key), environment: sandbox}
+                  - {name: other, bundle_id: com.example.other, team_id: \(Self.teamID), key_id: \(Self.keyID), key_path: \(key)}
+                """.utf8).write(to: URL(fileURLWithPath: twoApps))
+            let created = try channels(["create", "--app", "scores"], configuration: twoApps)
+            #expect(created.status == 0, "\(created.standardError)")
+            let channelID = created.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try channels(["list", "--app", "scores"], configuration: twoApps).standardOutput.contains(channelID))
+            let unnamed = try channels(["list"], configuration: twoApps)
+            #expect(unnamed.status != 0)
+            #expect(unnamed.standardError.contains("several apps (scores, other)"))
+            let unknown = try channels(["list", "--app", "nope"], configuration: twoApps)
+            #expect(unknown.status != 0)
+            #expect(unknown.standardError.contains("\"nope\" is not an app"))
+            // The simulator knows only the first app's bundle: the other app's request goes out with its own.
+            let other = try channels(["list", "--app", "other"], configuration: twoApps)
+            #expect(other.status != 0)
+        }
+    }
 }
