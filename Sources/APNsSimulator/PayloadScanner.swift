@@ -244,7 +244,7 @@ struct PayloadScanner {
         for _ in 0..<4 {
             guard let digit = current, Self.isHex(digit) else { throw Malformed() }
             let value = Self.isDigit(digit) ? digit - UInt8(ascii: "0") : (digit | 0x20) - UInt8(ascii: "a") + 10
-            unit = unit << 4 | UInt32(value)
+            unit = unit << 4 | UInt32(truncatingIfNeeded: value)
             index += 1
         }
         return unit
@@ -257,15 +257,15 @@ struct PayloadScanner {
         var minimum: UInt32
         var scalar: UInt32
         switch lead {
-        case 0xC2...0xDF: (count, minimum, scalar) = (1, 0x80, UInt32(lead & 0x1F))
-        case 0xE0...0xEF: (count, minimum, scalar) = (2, 0x800, UInt32(lead & 0x0F))
-        case 0xF0...0xF4: (count, minimum, scalar) = (3, 0x10000, UInt32(lead & 0x07))
+        case 0xC2...0xDF: (count, minimum, scalar) = (1, 0x80, UInt32(truncatingIfNeeded: lead & 0x1F))
+        case 0xE0...0xEF: (count, minimum, scalar) = (2, 0x800, UInt32(truncatingIfNeeded: lead & 0x0F))
+        case 0xF0...0xF4: (count, minimum, scalar) = (3, 0x10000, UInt32(truncatingIfNeeded: lead & 0x07))
         default: throw Malformed()
         }
         index += 1
         for _ in 0..<count {
             guard let byte = current, byte & 0xC0 == 0x80 else { throw Malformed() }
-            scalar = scalar << 6 | UInt32(byte & 0x3F)
+            scalar = scalar << 6 | UInt32(truncatingIfNeeded: byte & 0x3F)
             index += 1
         }
         guard scalar >= minimum, scalar <= 0x10FFFF, !(0xD800...0xDFFF).contains(scalar) else { throw Malformed() }

@@ -53,8 +53,8 @@ extension JSONValue {
             output.append(contentsOf: "null".utf8)
             return
         }
-        if value.rounded(.towardZero) == value, abs(value) < 1e15 {
-            output.append(contentsOf: String(Int64(value)).utf8)
+        if value.rounded(.towardZero) == value, abs(value) < 1e15, let whole = Int64(exactly: value) {
+            output.append(contentsOf: String(whole).utf8)
             return
         }
         output.append(contentsOf: value.description.utf8)

@@ -1,3 +1,5 @@
+import LiveDispatchCore
+
 /// Per-key rate limiting: one token bucket per API key, refilled at `rate`
 /// tokens per second up to `burst`. A value type: the caller passes the time
 /// and keeps it under a lock.
@@ -39,14 +41,14 @@ struct RateLimiter: Sendable {
             return .allow
         }
         let wait = (1 - bucket.tokens) / rate
-        return .refuse(retryAfter: .nanoseconds(Int64((wait * 1e9).rounded(.up))))
+        return .refuse(retryAfter: .nanoseconds(Int(saturating: (wait * 1e9).rounded(.up))))
     }
 
     /// Whole seconds for a `Retry-After` header: never 0, so a client that
     /// obeys it does not retry at once.
     static func retryAfterSeconds(_ wait: Duration) -> Int {
         let seconds = wait.seconds.rounded(.up)
-        return seconds < 1 ? 1 : Int(seconds)
+        return seconds < 1 ? 1 : Int(saturating: seconds)
     }
 }
 

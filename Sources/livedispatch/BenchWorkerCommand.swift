@@ -185,7 +185,7 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         func summary(_ values: [Double]) -> String {
             let sorted = values.sorted()
             guard !sorted.isEmpty else { return "n/a" }
-            func at(_ p: Double) -> String { String(format: "%.0f", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 1000) }
+            func at(_ p: Double) -> String { String(format: "%.0f", sorted[min(sorted.count - 1, max(0, Int(saturating: Double(sorted.count) * p)))] * 1000) }
             return "p50 \(at(0.5)), p90 \(at(0.9)), p99 \(at(0.99)), max \(at(1))"
         }
         print("event to command (router) ms: \(summary(router))")
