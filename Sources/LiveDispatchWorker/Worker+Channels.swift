@@ -52,6 +52,17 @@ extension Worker {
     ) throws -> (BroadcastChannelClient, APNsConnectionPool) {
         let apns = configuration.apns
         let endpoint = try channelManagementEndpoint(of: app, apnsEndpoint: apns.endpoint, environment: environment)
+        let trustRoots = try Self.trustRoots(apns)
+        let signingKey = try Self.signingKey(of: app)
+        let pool = try APNsConnectionPool(
+            configuration: APNsClientConfiguration(
+                endpoint: endpoint, connections: 1, requestTimeout: apns.requestTimeout, additionalTrustRoots: trustRoots),
+            signingKey: signingKey, logger: logger)
+        return (BroadcastChannelClient(pool: pool, bundleID: app.bundleID), pool)
+    }
+
+    /// The certificates of `apns.trust_roots`, read from their PEM files.
+    static func trustRoots(_ apns: WorkerConfiguration.APNs) throws(WorkerStartError) -> [NIOSSLCertificate] {
         var trustRoots: [NIOSSLCertificate] = []
         for path in apns.trustRoots {
             do {
@@ -60,17 +71,17 @@ extension Worker {
                 throw WorkerStartError("apns.trust_roots: \(path) is not a readable PEM certificate file (\(error))")
             }
         }
+        return trustRoots
+    }
+
+    /// The app's provider token signing key, read from its `.p8` file.
+    static func signingKey(of app: WorkerConfiguration.App) throws -> APNsSigningKey {
         let pem: String
         do {
             pem = try String(contentsOfFile: app.keyPath, encoding: .utf8)
         } catch {
             throw WorkerStartError("the key of app \(app.name) (\(app.keyPath)) cannot be read (\(error.localizedDescription))")
         }
-        let signingKey = try APNsSigningKey(pemRepresentation: pem, keyID: app.keyID, teamID: app.teamID)
-        let pool = try APNsConnectionPool(
-            configuration: APNsClientConfiguration(
-                endpoint: endpoint, connections: 1, requestTimeout: apns.requestTimeout, additionalTrustRoots: trustRoots),
-            signingKey: signingKey, logger: logger)
-        return (BroadcastChannelClient(pool: pool, bundleID: app.bundleID), pool)
+        return try APNsSigningKey(pemRepresentation: pem, keyID: app.keyID, teamID: app.teamID)
     }
 }

@@ -263,14 +263,7 @@ public final class Worker: Sendable {
         _ configuration: WorkerConfiguration, options: Options, logger: Logger
     ) async throws -> (PushSender, APNsSimulator?) {
         let apns = configuration.apns
-        var trustRoots: [NIOSSLCertificate] = []
-        for path in apns.trustRoots {
-            do {
-                trustRoots += try NIOSSLCertificate.fromPEMFile(path)
-            } catch {
-                throw WorkerStartError("apns.trust_roots: \(path) is not a readable PEM certificate file (\(error))")
-            }
-        }
+        let trustRoots = try Self.trustRoots(apns)
         func clientConfiguration(_ endpoint: APNsClientConfiguration.Endpoint) -> APNsClientConfiguration {
             APNsClientConfiguration(
                 endpoint: endpoint, connections: apns.connections, maxQueued: max(1000, configuration.limits.maxInFlightPerActivity * 4),
@@ -312,13 +305,7 @@ public final class Worker: Sendable {
         }
 
         for app in apps {
-            let pem: String
-            do {
-                pem = try String(contentsOfFile: app.keyPath, encoding: .utf8)
-            } catch {
-                throw WorkerStartError("the key of app \(app.name) (\(app.keyPath)) cannot be read (\(error.localizedDescription))")
-            }
-            let signingKey = try APNsSigningKey(pemRepresentation: pem, keyID: app.keyID, teamID: app.teamID)
+            let signingKey = try Self.signingKey(of: app)
             for environment in APNsEnvironment.allCases {
                 let endpoint = try Self.endpoint(of: app, environment, apnsEndpoint: apns.endpoint)
                 let pool = try pools.pool(clientConfiguration(endpoint), signingKey, bundleID: app.bundleID)

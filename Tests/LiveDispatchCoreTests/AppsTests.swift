@@ -12,17 +12,6 @@ struct AppsTests {
 
     func json(_ text: String) throws -> JSONValue { try JSONValue.parse(Array(text.utf8)) }
 
-    func field(_ body: () throws -> Void) -> FieldError? {
-        do {
-            try body()
-            return nil
-        } catch let error as FieldError {
-            return error
-        } catch {
-            return nil
-        }
-    }
-
     @Test("a token names its app; without an environment it takes its app's")
     func tokenApp() throws {
         let courier = try TokenRegistration(json: json(#"{"activity_id": "order-1", "token": "\#(hex)", "app": "courier"}"#), apps: apps)
@@ -49,17 +38,17 @@ struct AppsTests {
 
     @Test("an unknown app, a missing one among several, or a malformed name is an error naming app")
     func tokenAppErrors() throws {
-        let unknown = field { _ = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)", "app": "weather"}"#), apps: apps) }
+        let unknown = fieldError { _ = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)", "app": "weather"}"#), apps: apps) }
         #expect(unknown?.field == "app")
         #expect(unknown?.message == #""weather" is not an app of this deployment (known: scores, courier)"#)
-        let missing = field { _ = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)"}"#), apps: apps) }
+        let missing = fieldError { _ = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)"}"#), apps: apps) }
         #expect(missing?.field == "app")
         #expect(missing?.message == "is required: this deployment sends for several apps (scores, courier)")
-        let malformed = field { _ = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)", "app": "no spaces"}"#)) }
+        let malformed = fieldError { _ = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)", "app": "no spaces"}"#)) }
         #expect(malformed?.field == "app", "the shape is checked even without a directory")
         let unregister = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)", "action": "unregister"}"#), apps: apps)
         #expect(unregister.json["action"] == "unregister", "an unregistration need not name the app")
-        let notText = field { _ = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)", "app": 7}"#)) }
+        let notText = fieldError { _ = try TokenRecord(json: json(#"{"activity_id": "a", "token": "\#(hex)", "app": 7}"#)) }
         #expect(notText?.field == "app")
     }
 
@@ -69,10 +58,10 @@ struct AppsTests {
         let named = try ActivityCommand(json: json(start + #", "app": "scores"}"#), apps: apps)
         #expect(named.app == "scores")
         #expect(try ActivityCommand(json: named.json) == named)
-        #expect(field { _ = try ActivityCommand(json: json(start + "}"), apps: apps) }?.field == "app")
-        #expect(field { _ = try ActivityCommand(json: json(start + #", "app": "weather"}"#), apps: apps) }?.field == "app")
+        #expect(fieldError { _ = try ActivityCommand(json: json(start + "}"), apps: apps) }?.field == "app")
+        #expect(fieldError { _ = try ActivityCommand(json: json(start + #", "app": "weather"}"#), apps: apps) }?.field == "app")
         #expect(try ActivityCommand(json: json(#"{"activity_id": "m", "content_state": {"s": 1}}"#), apps: apps).app == nil)
-        #expect(field { _ = try ActivityCommand(json: json(#"{"activity_id": "m", "app": "weather"}"#), apps: apps) }?.field == "app")
+        #expect(fieldError { _ = try ActivityCommand(json: json(#"{"activity_id": "m", "app": "weather"}"#), apps: apps) }?.field == "app")
     }
 
     @Test("the activity's app survives its snapshot and its audience starts")

@@ -57,17 +57,6 @@ struct PushToStartRecordTests {
 
     func parse(_ text: String) throws -> JSONValue { try JSONValue.parse(Array(text.utf8)) }
 
-    func failure(_ body: () throws -> Void) -> FieldError? {
-        do {
-            try body()
-            return nil
-        } catch let error as FieldError {
-            return error
-        } catch {
-            return nil
-        }
-    }
-
     @Test("a push_to_start registration has an audience and an attributes type, and is keyed by the audience")
     func pushToStartRegistration() throws {
         let record = try TokenRecord(json: parse(#"{"kind": "push_to_start", "audience": "followers:owls", "attributes_type": "SportsActivityAttributes", "token": "\#(hex)", "environment": "sandbox"}"#))
@@ -101,7 +90,7 @@ struct PushToStartRecordTests {
         ]
         for (text, field) in cases {
             let json = try parse(text)
-            #expect(failure { _ = try TokenRecord(json: json) }?.field == field, "\(text)")
+            #expect(fieldError { _ = try TokenRecord(json: json) }?.field == field, "\(text)")
         }
     }
 
@@ -111,13 +100,13 @@ struct PushToStartRecordTests {
         let command = try ActivityCommand(json: parse(#"{"activity_id": "m", \#(start), "audiences": ["user-1", "followers:owls"]}"#))
         #expect(command.audiences.map(\.rawValue) == ["user-1", "followers:owls"])
         #expect(try ActivityCommand(json: command.json) == command)
-        #expect(failure { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", "audiences": ["user-1"]}"#)) }?.field == "audiences")
-        #expect(failure { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", \#(start), "audiences": ["a", 3]}"#)) }?.field == "audiences[1]")
-        #expect(failure { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", \#(start), "audiences": ["a", ""]}"#)) }?.field == "audiences[1]")
-        #expect(failure { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", \#(start), "audiences": ["a", "a"]}"#)) }?.field == "audiences")
-        #expect(failure { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", \#(start), "audiences": "a"}"#)) }?.field == "audiences")
+        #expect(fieldError { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", "audiences": ["user-1"]}"#)) }?.field == "audiences")
+        #expect(fieldError { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", \#(start), "audiences": ["a", 3]}"#)) }?.field == "audiences[1]")
+        #expect(fieldError { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", \#(start), "audiences": ["a", ""]}"#)) }?.field == "audiences[1]")
+        #expect(fieldError { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", \#(start), "audiences": ["a", "a"]}"#)) }?.field == "audiences")
+        #expect(fieldError { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", \#(start), "audiences": "a"}"#)) }?.field == "audiences")
         let many = (0...ActivityCommand.maxAudiences).map { "\"a\($0)\"" }.joined(separator: ",")
-        #expect(failure { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", \#(start), "audiences": [\#(many)]}"#)) }?.field == "audiences")
+        #expect(fieldError { _ = try ActivityCommand(json: parse(#"{"activity_id": "m", \#(start), "audiences": [\#(many)]}"#)) }?.field == "audiences")
     }
 
     @Test("an audience start carries the whole start and reads back; a missing part is named")
@@ -137,11 +126,11 @@ struct PushToStartRecordTests {
         #expect(aps["event"] == "start")
         guard case .object(var emptyType) = start.json else { return }
         emptyType["attributes_type"] = ""
-        #expect(failure { _ = try AudienceStart(json: .object(emptyType)) }?.field == "attributes_type")
+        #expect(fieldError { _ = try AudienceStart(json: .object(emptyType)) }?.field == "attributes_type")
         for field in ["alert", "attributes", "attributes_type", "content_state", "timestamp", "audience", "version"] {
             guard case .object(var fields) = start.json else { return }
             fields.removeValue(forKey: field)
-            #expect(failure { _ = try AudienceStart(json: .object(fields)) }?.field.hasPrefix(field) == true, "\(field)")
+            #expect(fieldError { _ = try AudienceStart(json: .object(fields)) }?.field.hasPrefix(field) == true, "\(field)")
         }
     }
 }
