@@ -521,7 +521,7 @@ struct BenchStack {
 
     static func start(
         directory: URL, prefix: String, partitions: Int, rules: String, ruleTopics: [String], simulatorOptions: [String],
-        workers: Int, broker: String? = nil, logger: Logger
+        workers: Int, broker: String? = nil, producerLinger: Duration = .milliseconds(5), logger: Logger
     ) async throws -> BenchStack {
         let kafka: ChildProcess?
         if broker == nil {
@@ -565,7 +565,7 @@ struct BenchStack {
             do {
                 try await fleet.start(workers)
                 var configuration = KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [bootstrap], properties: ["log_level": "3"]))
-                configuration.linger = .milliseconds(5)
+                configuration.linger = producerLinger
                 configuration.maxQueuedRecords = 1_000_000
                 let producer = try KafkaProducer(configuration: configuration, logger: logger)
                 return BenchStack(kafka: kafka, simulator: started, fleet: fleet, producer: producer, bootstrap: bootstrap)
