@@ -36,11 +36,12 @@ extension JSONValue {
             output.append(UInt8(ascii: "]"))
         case .object(let fields):
             output.append(UInt8(ascii: "{"))
-            for (position, key) in fields.keys.sorted().enumerated() {
+            // Sorted as pairs: no second lookup of each key.
+            for (position, field) in fields.sorted(by: { $0.key < $1.key }).enumerated() {
                 if position > 0 { output.append(UInt8(ascii: ",")) }
-                JSONValue.writeString(key, to: &output)
+                JSONValue.writeString(field.key, to: &output)
                 output.append(UInt8(ascii: ":"))
-                fields[key, default: .null].write(to: &output)
+                field.value.write(to: &output)
             }
             output.append(UInt8(ascii: "}"))
         }
@@ -62,24 +63,42 @@ extension JSONValue {
 
     static func writeString(_ text: String, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): output.append(contentsOf: #"\""#.utf8)
-            case UInt8(ascii: "\\"): output.append(contentsOf: #"\\"#.utf8)
-            case 0x0A: output.append(contentsOf: #"\n"#.utf8)
-            case 0x0D: output.append(contentsOf: #"\r"#.utf8)
-            case 0x09: output.append(contentsOf: #"\t"#.utf8)
-            case 0x08: output.append(contentsOf: #"\b"#.utf8)
-            case 0x0C: output.append(contentsOf: #"\f"#.utf8)
-            case 0x00..<0x20:
-                let hex = String(byte, radix: 16)
-                output.append(contentsOf: "\\u00".utf8)
-                if hex.count == 1 { output.append(UInt8(ascii: "0")) }
-                output.append(contentsOf: hex.utf8)
-            default:
-                output.append(byte)
+        var text = text
+        // Contiguous UTF-8 (native strings always are): runs of bytes that
+        // need no escape are copied whole, not a byte at a time.
+        text.withUTF8 { bytes in
+            var runStart = 0
+            for index in bytes.indices where needsEscape(bytes[index]) {
+                if runStart < index { output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index])) }
+                writeEscape(bytes[index], to: &output)
+                runStart = index + 1
             }
+            if runStart < bytes.count { output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
         }
         output.append(UInt8(ascii: "\""))
+    }
+
+    private static func needsEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+    }
+
+    private static func writeEscape(_ byte: UInt8, to output: inout [UInt8]) {
+        switch byte {
+        case UInt8(ascii: "\""): output.append(contentsOf: #"\""#.utf8)
+        case UInt8(ascii: "\\"): output.append(contentsOf: #"\\"#.utf8)
+        case 0x0A: output.append(contentsOf: #"\n"#.utf8)
+        case 0x0D: output.append(contentsOf: #"\r"#.utf8)
+        case 0x09: output.append(contentsOf: #"\t"#.utf8)
+        case 0x08: output.append(contentsOf: #"\b"#.utf8)
+        case 0x0C: output.append(contentsOf: #"\f"#.utf8)
+        default:
+            output.append(contentsOf: "\\u00".utf8)
+            output.append(hexDigit(byte >> 4))
+            output.append(hexDigit(byte & 0x0F))
+        }
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 }

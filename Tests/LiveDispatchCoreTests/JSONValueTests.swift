@@ -21,6 +21,20 @@ struct JSONValueTests {
         #expect(try JSONValue.parse(value.serializedString()) == value)
     }
 
+    @Test("every control character is escaped, at the start, middle and end of a string")
+    func controlCharacters() throws {
+        let named: [UInt8: String] = [0x08: #"\b"#, 0x09: #"\t"#, 0x0A: #"\n"#, 0x0C: #"\f"#, 0x0D: #"\r"#]
+        for byte in UInt8(0)..<0x20 {
+            let character = String(UnicodeScalar(byte))
+            let escaped = named[byte] ?? "\\u00" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16)
+            let text = character + "ab" + character + "é" + character
+            #expect(JSONValue.string(text).serializedString() == "\"\(escaped)ab\(escaped)é\(escaped)\"")
+            #expect(try JSONValue.parse(JSONValue.string(text).serializedString()) == .string(text))
+        }
+        #expect(JSONValue.string("").serializedString() == #""""#)
+        #expect(JSONValue.string(#"\""#).serializedString() == #""\\\"""#)
+    }
+
     @Test("unicode: escapes, surrogate pairs and raw UTF-8 survive a round trip")
     func unicode() throws {
         let value = try JSONValue.parse(#"{"goal": "\u00e9\ud83c\udfc8 Zoë ⚽️"}"#)

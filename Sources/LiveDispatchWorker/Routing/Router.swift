@@ -90,64 +90,97 @@ public final class Router: Service, Sendable {
         let gate: BackpressureGate.Action = state.withLock { state in
             try? state.tracker.read(tracked, offset: record.offset)
             // Enqueued under the lock so that records keep the order of their events.
-            for output in outputs {
-                deliveries.append((output, Result { () throws(KafkaError) in
-                    try producer.enqueue(topic: output.topic, key: output.key, value: output.value)
-                }))
-            }
+            for output in outputs { deliveries.append((output, enqueue(output))) }
             return state.gate.update(outstanding: state.tracker.outstanding)
         }
         applyBackpressure(gate)
-        stage.schedule { [self, deliveries] in
-            for (output, first) in deliveries {
-                // Cancelled (shutdown) before it was stored: leave the event uncommitted.
-                guard await deliver(output, first: first, record: record) else { return }
-            }
+        guard !deliveries.isEmpty else {
             complete(tracked, offset: record.offset)
+            return
+        }
+        let event = RoutedEvent(record: record, partition: tracked, outputs: deliveries.count)
+        for (output, first) in deliveries { watch(output, first, event: event, attempt: 0) }
+    }
+
+    /// An event whose outputs are not all stored yet: its offset completes
+    /// when the last one is.
+    final class RoutedEvent: Sendable {
+        let record: KafkaRecord
+        let partition: OffsetTracker.Partition
+        private let remaining: Atomic<Int>
+
+        init(record: KafkaRecord, partition: OffsetTracker.Partition, outputs: Int) {
+            self.record = record
+            self.partition = partition
+            self.remaining = Atomic(outputs)
+        }
+
+        /// One output stored; true when it was the last.
+        func stored() -> Bool {
+            remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0
         }
     }
 
-    /// Waits for an output's acknowledgement; when Kafka refused it (after
-    /// librdkafka's own retries), enqueues it again with a backoff, so an
-    /// event's offset is committed only once all it produced is stored. A
-    /// command sent twice is harmless: applying the same patch again gives
-    /// the same state. A record Kafka refuses for good (too large, an
-    /// invalid topic) is never retried: a command becomes a dead letter of
-    /// its event, and a dead letter that cannot be written either is
-    /// counted, logged and given up, so the loop ends and the event
-    /// completes. Transient failures are retried until shutdown.
-    private func deliver(_ routed: Output, first: Result<KafkaPendingDelivery, KafkaError>, record: KafkaRecord) async -> Bool {
-        var output = routed
-        var pending = first
-        var attempt = 0
-        while true {
-            do {
-                _ = try await pending.get().wait()
-                return true
-            } catch where error.isPermanent {
-                metrics.writeDropped(topic: output.topic)
-                logger.error("Kafka refused a routed record for good; not retrying", metadata: [
-                    "kafka.topic": "\(output.topic)", "kafka.source": "\(record.topic)[\(record.partition)]@\(record.offset)",
-                    "kafka.error": "\(error)", "kafka.bytes": "\(output.value.count)",
-                ])
-                if output.topic == configuration.topic(.deadLetters) { return true }
-                output = deadLetter(
-                    for: record, reason: .produceRefused, message: "Kafka refused the record produced for this event: \(error)", rule: nil,
-                    now: UnixTime(seconds: Date().timeIntervalSince1970))
-                attempt = 0
-            } catch {
-                attempt += 1
-                logger.error("Writing a routed record failed; retrying", metadata: [
-                    "kafka.topic": "\(output.topic)", "kafka.source": "\(record.topic)[\(record.partition)]@\(record.offset)",
-                    "kafka.error": "\(error)", "kafka.attempt": "\(attempt)",
-                ])
-                try? await Task.sleep(for: .seconds(min(30, 0.2 * Double(1 << min(attempt, 8)))))
-                if Task.isCancelled { return false }
+    /// Follows one output to its acknowledgement without a task: the
+    /// delivery report completes the event on librdkafka's delivery thread.
+    /// Only a refusal (rare) takes a task, for the backoff or the dead letter.
+    private func watch(_ output: Output, _ pending: Result<KafkaPendingDelivery, KafkaError>, event: RoutedEvent, attempt: Int) {
+        switch pending {
+        case .success(let delivery):
+            delivery.whenComplete { [self] result in
+                switch result {
+                case .success: stored(event)
+                case .failure(let error): refused(output, error, event: event, attempt: attempt)
+                }
             }
-            pending = Result { () throws(KafkaError) in
-                try producer.enqueue(topic: output.topic, key: output.key, value: output.value)
-            }
+        case .failure(let error):
+            refused(output, error, event: event, attempt: attempt)
         }
+    }
+
+    private func stored(_ event: RoutedEvent) {
+        if event.stored() { complete(event.partition, offset: event.record.offset) }
+    }
+
+    /// Kafka refused an output (after librdkafka's own retries), or its
+    /// queue was full. A command sent twice is harmless: applying the same
+    /// patch again gives the same state. A record refused for good (too
+    /// large, an invalid topic) is never retried: a command becomes a dead
+    /// letter of its event, and a dead letter that cannot be written either
+    /// is counted, logged and given up, so the event completes. Transient
+    /// failures are retried with a backoff until shutdown, which leaves the
+    /// event uncommitted.
+    private func refused(_ output: Output, _ error: KafkaError, event: RoutedEvent, attempt: Int) {
+        let record = event.record
+        let source = "\(record.topic)[\(record.partition)]@\(record.offset)"
+        if error.isPermanent {
+            metrics.writeDropped(topic: output.topic)
+            logger.error("Kafka refused a routed record for good; not retrying", metadata: [
+                "kafka.topic": "\(output.topic)", "kafka.source": "\(source)", "kafka.error": "\(error)", "kafka.bytes": "\(output.value.count)",
+            ])
+            if output.topic == configuration.topic(.deadLetters) {
+                stored(event)
+                return
+            }
+            let letter = deadLetter(
+                for: record, reason: .produceRefused, message: "Kafka refused the record produced for this event: \(error)", rule: nil,
+                now: UnixTime(seconds: Date().timeIntervalSince1970))
+            stage.schedule { [self] in watch(letter, enqueue(letter), event: event, attempt: 0) }
+            return
+        }
+        let next = attempt + 1
+        logger.error("Writing a routed record failed; retrying", metadata: [
+            "kafka.topic": "\(output.topic)", "kafka.source": "\(source)", "kafka.error": "\(error)", "kafka.attempt": "\(next)",
+        ])
+        stage.schedule { [self] in
+            try? await Task.sleep(for: .seconds(min(30, 0.2 * Double(1 << min(next, 8)))))
+            if Task.isCancelled { return }
+            watch(output, enqueue(output), event: event, attempt: next)
+        }
+    }
+
+    private func enqueue(_ output: Output) -> Result<KafkaPendingDelivery, KafkaError> {
+        Result { () throws(KafkaError) in try producer.enqueue(topic: output.topic, key: output.key, value: output.value) }
     }
 
     struct Output: Sendable {
