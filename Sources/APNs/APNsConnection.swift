@@ -56,7 +56,7 @@ final class APNsConnection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: sniName)
                     let http2 = try HTTP2ClientHandler(
-                        pingTimeout: pingTimeout, ready: ready, logger: logger, onEvent: onEvent)
+                        pingTimeout: pingTimeout, ready: ready, logger: logger, authority: serverName, onEvent: onEvent)
                     try channel.pipeline.syncOperations.addHandlers([tls, http2])
                 }
             }
@@ -86,21 +86,22 @@ final class APNsConnection: Sendable {
         var token: String
     }
 
-    /// Starts requests; their results arrive as events. Header blocks are
-    /// built on the caller's thread; requests started while the event loop
-    /// is busy are submitted together, then flushed once.
+    /// Starts requests; their results arrive as events. Requests started
+    /// while the event loop is busy are submitted together, then flushed
+    /// once. A request travels as it is (its payload is not copied); the
+    /// event loop writes its headers into the connection's templates.
+    ///
+    /// Called on the channel's own event loop (the pool dispatching queued
+    /// requests as responses are read), they are submitted at once and
+    /// written with whatever else that read produced.
     func execute(_ executions: [Execution]) {
-        var submissions: [Submission] = []
-        submissions.reserveCapacity(executions.count)
-        for execution in executions {
-            submissions.append(
-                Submission(
-                    requestID: execution.requestID,
-                    headers: HTTP2HeaderBlock(execution.request, token: execution.token, authority: authority),
-                    body: execution.request.payload))
+        if channel.eventLoop.inEventLoop {
+            let handler = self.handler.value
+            for execution in executions { handler.submit(execution) }
+            return
         }
         let mustSchedule = outbox.withLock { outbox in
-            outbox.submissions.append(contentsOf: submissions)
+            outbox.submissions.append(contentsOf: executions)
             guard !outbox.scheduled else { return false }
             outbox.scheduled = true
             return true
@@ -114,9 +115,7 @@ final class APNsConnection: Sendable {
                 return submissions
             }
             let handler = self.handler.value
-            for submission in submissions {
-                handler.submit(requestID: submission.requestID, headers: submission.headers, body: submission.body, flush: false)
-            }
+            for submission in submissions { handler.submit(submission, flush: false) }
             handler.flushNow()
         }
     }
@@ -138,13 +137,7 @@ final class APNsConnection: Sendable {
         channel.eventLoop.execute { handler.value.goawayAndClose() }
     }
 
-    private struct Submission: Sendable {
-        var requestID: Int
-        var headers: HTTP2HeaderBlock
-        var body: [UInt8]
-    }
-
-    private let outbox = Mutex<(submissions: [Submission], scheduled: Bool)>(([], false))
+    private let outbox = Mutex<(submissions: [Execution], scheduled: Bool)>(([], false))
 }
 
 /// Drives one nghttp2 client session from a NIO channel: bytes read go into
@@ -157,6 +150,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
     private struct Stream {
         var requestID: Int
         var status: Int?
+        var apnsID: String?
         var headers: [String: String] = [:]
         var body: [UInt8] = []
     }
@@ -176,13 +170,21 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var isReady = false
     private var isClosed = false
     private var flushPending = false
+    /// True while read events are handled: `channelRead` writes what they
+    /// produce when they are done, so no flush is scheduled meanwhile.
+    private var reading = false
     private var pingTimer: Scheduled<Void>?
+    /// `:authority` of every request: the server name.
+    private let authority: String
+    /// Push headers laid out once per app and provider token.
+    private var templates = HTTP2PushHeaderTemplates()
 
     init(
         pingTimeout: Double, ready: EventLoopPromise<NIOLoopBound<HTTP2ClientHandler>>, logger: Logger,
-        onEvent: @escaping @Sendable (APNsConnectionEvent) -> Void
+        authority: String, onEvent: @escaping @Sendable (APNsConnectionEvent) -> Void
     ) throws {
         self.session = try NGHTTP2ClientSession()
+        self.authority = authority
         self.pingTimeout = pingTimeout
         self.ready = ready
         self.logger = logger
@@ -217,7 +219,9 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         switch result {
         case .success(let events):
+            reading = true
             handle(events)
+            reading = false
             flush()
             if !session.isActive { context.close(promise: nil) }
         case .failure(let error):
@@ -240,20 +244,45 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: Commands from the pool
 
-    func submit(requestID: Int, headers: HTTP2HeaderBlock, body: [UInt8], flush: Bool = true) {
+    func submit(_ execution: APNsConnection.Execution, flush: Bool = true) {
+        let requestID = execution.requestID
         guard !isClosed, goawayLastStreamID == nil, session.isOpen else {
-            onEvent(.streamsEnded([(requestID, .notSent)]))
+            notSent(requestID)
             return
         }
         do {
-            let streamID = try session.submitRequest(headers, body: body)
+            let request = execution.request
+            let submitted = templates.withHeaders(of: request, token: execution.token, authority: authority) { template in
+                Result { () throws(HTTP2SessionError) in
+                    try session.submitRequest(storage: template.storage, fields: template.fields, body: request.payload)
+                }
+            }
+            let streamID: Int32
+            if let submitted {
+                streamID = try submitted.get()
+            } else {
+                let block = HTTP2HeaderBlock(request, token: execution.token, authority: authority)
+                streamID = try session.submitRequest(storage: block.storage, fields: block.fields, body: request.payload)
+            }
             streams[streamID] = Stream(requestID: requestID)
             streamByRequest[requestID] = streamID
-            if flush { scheduleFlush() }
+            if flush && !reading { scheduleFlush() }
         } catch {
             logger.warning("could not start an HTTP/2 stream", metadata: ["apns.error": "\(error)"])
-            onEvent(.streamsEnded([(requestID, .notSent)]))
+            notSent(requestID)
         }
+    }
+
+    /// Reports a request that could not start, from a later turn of the
+    /// loop: the pool may hand it straight back to this connection, and a
+    /// report made inside `submit` would then recurse.
+    private func notSent(_ requestID: Int) {
+        let onEvent = self.onEvent
+        guard let context else {
+            onEvent(.streamsEnded([(requestID, .notSent)]))
+            return
+        }
+        context.eventLoop.execute { onEvent(.streamsEnded([(requestID, .notSent)])) }
     }
 
     func cancel(requestID: Int) {
@@ -302,12 +331,12 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
             switch event {
             // Streams are changed in place: a copy taken out of the dictionary
             // would copy its header dictionary and body on the first write.
+            case .status(let streamID, let status):
+                streams[streamID]?.status = status
+            case .apnsID(let streamID, let value):
+                streams[streamID]?.apnsID = value
             case .header(let streamID, let name, let value):
-                if name == ":status" {
-                    streams[streamID]?.status = Int(value)
-                } else {
-                    streams[streamID]?.headers[name] = value
-                }
+                streams[streamID]?.headers[name] = value
             case .data(let streamID, let bytes):
                 guard let count = streams[streamID]?.body.count, count + bytes.count <= Self.maxBodyBytes else { continue }
                 streams[streamID]?.body.append(contentsOf: bytes)
@@ -316,7 +345,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler, RemovableChannelHandler {
                 streamByRequest[stream.requestID] = nil
                 if errorCode == 0, let status = stream.status {
                     responses.append(
-                        (stream.requestID, APNsResponse(status: status, headers: stream.headers, body: stream.body)))
+                        (stream.requestID, APNsResponse(status: status, apnsID: stream.apnsID, headers: stream.headers, body: stream.body)))
                 } else if errorCode == NGHTTP2ClientSession.refusedStream {
                     emit(.streamsEnded([(stream.requestID, .refused)]))
                 } else if goawayLastStreamID.map({ streamID > $0 }) ?? false {

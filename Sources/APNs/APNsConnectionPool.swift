@@ -45,11 +45,13 @@ public final class APNsConnectionPool: Sendable {
         public var tokenRenewals: Int
     }
 
-    /// Who waits for a request's outcome.
+    /// Who waits for a request's outcome. Continuations are unchecked (a
+    /// checked one allocates per push): each is resumed once, by whoever
+    /// removes its request from `pending` under the lock.
     private enum Waiter: Sendable {
-        case single(CheckedContinuation<APNsOutcome, Never>)
+        case single(UnsafeContinuation<APNsOutcome, Never>)
         /// Wants the answer itself too (channel management reads its headers and body).
-        case exchange(CheckedContinuation<APNsExchange, Never>)
+        case exchange(UnsafeContinuation<APNsExchange, Never>)
         case batch(BatchCollector, index: Int)
         case callback(@Sendable (Int, APNsOutcome) -> Void, index: Int)
     }
@@ -160,7 +162,7 @@ public final class APNsConnectionPool: Sendable {
     public func send(_ request: APNsRequest) async -> APNsOutcome {
         let id = nextRequestID.wrappingAdd(1, ordering: .relaxed).oldValue
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
+            await withUnsafeContinuation { continuation in
                 arrive(first: id, count: 1, request: { _ in request }, waiter: { _ in .single(continuation) })
                 if Task.isCancelled { cancel(id..<(id + 1)) }
             }
@@ -175,7 +177,7 @@ public final class APNsConnectionPool: Sendable {
     public func exchange(_ request: APNsRequest) async -> APNsExchange {
         let id = nextRequestID.wrappingAdd(1, ordering: .relaxed).oldValue
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
+            await withUnsafeContinuation { continuation in
                 arrive(first: id, count: 1, request: { _ in request }, waiter: { _ in .exchange(continuation) })
                 if Task.isCancelled { cancel(id..<(id + 1)) }
             }
@@ -486,7 +488,7 @@ public final class APNsConnectionPool: Sendable {
         case .exchange(let continuation):
             continuation.resume(
                 returning: APNsExchange(
-                    outcome: outcome, status: answer?.status, headers: answer?.headers ?? [:], body: answer?.body ?? []))
+                    outcome: outcome, status: answer?.status, headers: answer?.allHeaders ?? [:], body: answer?.body ?? []))
         case .batch(let collector, let index): collector.record(outcome, at: index)
         case .callback(let body, let index): body(index, outcome)
         }

@@ -67,8 +67,29 @@ public struct APNsExchange: Sendable, Hashable {
 /// A response from the server, before classification.
 struct APNsResponse: Sendable, Hashable {
     var status: Int
+    /// The `apns-id` the server echoed, read apart from the other headers:
+    /// every response carries one, and only it.
+    var apnsID: String?
+    /// The other headers read (`retry-after`, `apns-unique-id`, …), by lowercase name.
     var headers: [String: String]
     var body: [UInt8]
+
+    init(status: Int, apnsID: String? = nil, headers: [String: String] = [:], body: [UInt8] = []) {
+        self.status = status
+        self.apnsID = apnsID ?? headers["apns-id"]
+        var headers = headers
+        headers["apns-id"] = nil
+        self.headers = headers
+        self.body = body
+    }
+
+    /// Every header read, `apns-id` included.
+    var allHeaders: [String: String] {
+        guard let apnsID else { return headers }
+        var all = headers
+        all["apns-id"] = apnsID
+        return all
+    }
 
     /// `reason` and, for 410, `timestamp` (milliseconds) from the JSON body.
     var reasonAndTimestamp: (reason: APNsReason?, timestamp: UnixTime?) {
@@ -104,7 +125,7 @@ struct APNsResponse: Sendable, Hashable {
     /// echoes no `apns-id`.
     func outcome(requestAPNsID: String) -> APNsOutcome {
         if (200..<300).contains(status) {
-            return .delivered(apnsID: headers["apns-id"] ?? requestAPNsID)
+            return .delivered(apnsID: apnsID ?? requestAPNsID)
         }
         let (parsedReason, timestamp) = reasonAndTimestamp
         let retryAfter = headers["retry-after"].flatMap(Self.retryAfterSeconds)

@@ -106,27 +106,5 @@ struct HTTP2HeaderBlockTests {
         #expect(block.headers.first { $0.name == ":path" }?.value == "/3/device/abcd")
         #expect(HTTP2HeaderBlock([(":method", "GET")], authority: "h").headers.map(\.name) == [":method", ":authority"])
     }
-
-    @Test func theDirectBlockOfARequestHasTheFieldsOfItsHeaders() throws {
-        let device = try DeviceToken(hex: "00ff10ab" + String(repeating: "7e", count: 28))
-        let requests = [
-            APNsRequest(
-                destination: .device(device), bundleID: "com.example.app", priority: .immediate,
-                expiration: UnixTime(seconds: 1_764_000_123.9), apnsID: "00000000-0000-0000-0000-000000000001",
-                payload: Array(repeating: UInt8(ascii: "x"), count: 4096)),
-            APNsRequest(
-                destination: .device(device), bundleID: "com.example.app", pushType: "alert", priority: .normal,
-                expiration: nil, apnsID: "00000000-0000-0000-0000-000000000002", payload: []),
-            APNsRequest(
-                destination: .channel("dHN0LXNpbQ=="), bundleID: "com.example.sports", priority: .low,
-                expiration: UnixTime(seconds: 0), apnsID: "00000000-0000-0000-0000-000000000003",
-                payload: Array("{}".utf8)),
-        ]
-        for request in requests {
-            let direct = HTTP2HeaderBlock(request, token: "eyJ.a.b", authority: "api.push.apple.com")
-            let fromHeaders = HTTP2HeaderBlock(
-                request.headers + [("authorization", "bearer eyJ.a.b")], authority: "api.push.apple.com")
-            #expect(direct.headers.map { "\($0.name): \($0.value)" } == fromHeaders.headers.map { "\($0.name): \($0.value)" })
-        }
-    }
 }
+

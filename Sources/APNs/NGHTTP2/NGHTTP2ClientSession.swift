@@ -4,8 +4,12 @@ import CNghttp2
 /// Callbacks from nghttp2 only record events; the owner handles them after
 /// `receive` returns, so no Swift code runs re-entrantly inside nghttp2.
 enum HTTP2SessionEvent: Sendable, Equatable {
-    /// A response header the client reads (`:status`, `apns-id`,
-    /// `apns-unique-id`, `retry-after`).
+    /// A response's `:status`.
+    case status(streamID: Int32, status: Int)
+    /// A response's `apns-id`.
+    case apnsID(streamID: Int32, value: String)
+    /// Another response header the client reads (`apns-unique-id`,
+    /// `retry-after`, `apns-channel-id`, `apns-request-id`).
     case header(streamID: Int32, name: String, value: String)
     /// A chunk of a response body.
     case data(streamID: Int32, bytes: [UInt8])
@@ -107,23 +111,25 @@ final class NGHTTP2ClientSession {
         return nghttp2_session_want_read(session) != 0 || nghttp2_session_want_write(session) != 0
     }
 
-    /// Queues a request; returns its stream id. nghttp2 copies the headers.
-    func submitRequest(_ block: HTTP2HeaderBlock, body: [UInt8]) throws(HTTP2SessionError) -> Int32 {
+    /// Queues a request whose headers are `fields` of `storage`; returns
+    /// its stream id. nghttp2 copies the headers; `body` is kept (not
+    /// copied) until nghttp2 has read it.
+    func submitRequest(storage: [UInt8], fields: [HTTP2HeaderField], body: [UInt8]) throws(HTTP2SessionError) -> Int32 {
         guard let session else { throw HTTP2SessionError(code: Int(NGHTTP2_ERR_INVALID_STATE.rawValue), operation: "submit_request") }
-        // nghttp2 copies names and values (NGHTTP2_NV_FLAG_NONE) and never
-        // writes through these pointers; the vectors live on the stack.
-        let streamID: Int32 = block.storage.withUnsafeBufferPointer { buffer in
+        // nghttp2 copies names and values (no NO_COPY flag) and never writes
+        // through these pointers; the vector lives on the stack.
+        let streamID: Int32 = storage.withUnsafeBufferPointer { buffer in
             guard let base = buffer.baseAddress.map({ UnsafeMutablePointer(mutating: $0) }) else {
                 return NGHTTP2_ERR_NOMEM.rawValue
             }
-            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: block.fields.count) { nva in
-                for (index, field) in block.fields.enumerated() {
+            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: fields.count) { nva in
+                for (index, field) in fields.enumerated() {
                     nva.initializeElement(
                         at: index,
                         to: nghttp2_nv(
                             name: base + field.name.lowerBound, value: base + field.value.lowerBound,
                             namelen: field.name.count, valuelen: field.value.count,
-                            flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+                            flags: field.indexed ? Self.indexed : Self.notIndexed))
                 }
                 var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
                 return nghttp2_submit_request(session, nil, nva.baseAddress, nva.count, &provider, nil)
@@ -133,6 +139,9 @@ final class NGHTTP2ClientSession {
         bodies[streamID] = (body, 0)
         return streamID
     }
+
+    private static let indexed = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+    private static let notIndexed = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
 
     /// Resets a stream (the caller gave up on it).
     func resetStream(_ streamID: Int32, errorCode: UInt32) {
@@ -226,21 +235,43 @@ private func session(from userData: UnsafeMutableRawPointer?) -> NGHTTP2ClientSe
     return Unmanaged<NGHTTP2ClientSession>.fromOpaque(userData).takeUnretainedValue()
 }
 
-/// Response headers the client reads; others (`date`, `server`, …) are
-/// skipped before any string is made.
-private let wantedHeaders: [[UInt8]] = [":status", "apns-id", "apns-unique-id", "retry-after", "apns-channel-id", "apns-request-id"].map { Array($0.utf8) }
+/// Response headers the client reads besides `:status` and `apns-id`;
+/// others (`date`, `server`, …) are skipped before any string is made.
+private let otherWantedHeaders: [[UInt8]] = ["apns-unique-id", "retry-after", "apns-channel-id", "apns-request-id"].map { Array($0.utf8) }
+private let statusName = Array(":status".utf8)
+private let apnsIDName = Array("apns-id".utf8)
 
-private func isWanted(_ name: UnsafePointer<UInt8>, _ length: Int) -> Bool {
-    let bytes = UnsafeBufferPointer(start: name, count: length)
-    return wantedHeaders.contains { $0.count == length && $0.elementsEqual(bytes) }
+private func equals(_ name: UnsafeBufferPointer<UInt8>, _ wanted: [UInt8]) -> Bool {
+    wanted.count == name.count && wanted.elementsEqual(name)
+}
+
+/// A three-digit `:status` as a number; nil for anything else.
+private func parseStatus(_ value: UnsafeBufferPointer<UInt8>) -> Int? {
+    guard value.count == 3 else { return nil }
+    var status = 0
+    for byte in value {
+        guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+        status = status * 10 + Int(byte - UInt8(ascii: "0"))
+    }
+    return status
 }
 
 private let onHeader: nghttp2_on_header_callback = { _, frame, name, nameLength, value, valueLength, _, userData in
     guard let owner = session(from: userData), let frame, let name, let value else { return 0 }
-    guard isWanted(name, nameLength) else { return 0 }
-    let nameText = String(decoding: UnsafeBufferPointer(start: name, count: nameLength), as: UTF8.self)
-    let valueText = String(decoding: UnsafeBufferPointer(start: value, count: valueLength), as: UTF8.self)
-    owner.record(.header(streamID: frame.pointee.hd.stream_id, name: nameText, value: valueText))
+    let streamID = frame.pointee.hd.stream_id
+    let nameBytes = UnsafeBufferPointer(start: name, count: nameLength)
+    let valueBytes = UnsafeBufferPointer(start: value, count: valueLength)
+    if equals(nameBytes, statusName) {
+        // nghttp2 has checked that it is three digits; anything else is no answer.
+        if let status = parseStatus(valueBytes) { owner.record(.status(streamID: streamID, status: status)) }
+    } else if equals(nameBytes, apnsIDName) {
+        owner.record(.apnsID(streamID: streamID, value: String(decoding: valueBytes, as: UTF8.self)))
+    } else if otherWantedHeaders.contains(where: { equals(nameBytes, $0) }) {
+        owner.record(
+            .header(
+                streamID: streamID, name: String(decoding: nameBytes, as: UTF8.self),
+                value: String(decoding: valueBytes, as: UTF8.self)))
+    }
     return 0
 }
 
