@@ -94,14 +94,16 @@ public struct OffsetTracker: Sendable {
 
     /// A record at `offset` was read and is now in progress.
     public mutating func read(_ partition: Partition, offset: Int64) throws(Misuse) {
-        var state = partitions[partition] ?? PartitionState()
+        // Taken out of the dictionary while it changes: a copy left behind
+        // would make every append and insert copy the whole backlog.
+        var state = partitions.removeValue(forKey: partition) ?? PartitionState()
+        defer { partitions[partition] = state }
         if let lastRead = state.lastRead, offset <= lastRead {
             throw Misuse(description: "offset \(offset) of \(partition) read after \(lastRead); reads must increase")
         }
         state.lastRead = offset
         if state.outstanding == 0 && state.committable == nil { state.committable = offset }
         state.pending.append(offset)
-        partitions[partition] = state
         outstanding += 1
     }
 
@@ -109,9 +111,10 @@ public struct OffsetTracker: Sendable {
     /// when it moved.
     @discardableResult
     public mutating func complete(_ partition: Partition, offset: Int64) throws(Misuse) -> Commit? {
-        guard var state = partitions[partition] else {
+        guard var state = partitions.removeValue(forKey: partition) else {
             throw Misuse(description: "offset \(offset) completed on \(partition), which is not assigned")
         }
+        defer { partitions[partition] = state }
         guard state.isPending(offset), !state.done.contains(offset) else {
             throw Misuse(description: "offset \(offset) of \(partition) completed but not in progress")
         }
@@ -135,7 +138,6 @@ public struct OffsetTracker: Sendable {
             state.pending.removeFirst(state.head)
             state.head = 0
         }
-        partitions[partition] = state
         return commit
     }
 }
