@@ -37,16 +37,31 @@ struct Fuzz {
 #else
 /// Without libFuzzer: `livedispatch-fuzz TARGET PATH…` runs every file
 /// (directories are read one level deep) through a target once, so that the
-/// seed corpora and every past finding stay regression tests.
+/// seed corpora and every past finding stay regression tests. With
+/// `--mutate SECONDS` it then feeds the target mutations of those files
+/// (see ``Mutator``) until the time is up; `--seed N` repeats a run, and
+/// `--last-input FILE` keeps each input in FILE before it runs, so the one
+/// that crashed the process is there afterwards.
 @main
 struct ReplayCorpus {
     static func main() {
-        let arguments = CommandLine.arguments.dropFirst()
-        guard let name = arguments.first, let target = FuzzTarget(rawValue: name), arguments.count > 1 else {
-            FileHandle.standardError.write(Data("usage: livedispatch-fuzz \(FuzzTarget.allCases.map(\.rawValue).joined(separator: "|")) FILE_OR_DIRECTORY…\n".utf8))
-            exit(64)
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        var mutateSeconds: Double?
+        var seed = DispatchTime.now().uptimeNanoseconds ^ UInt64(truncatingIfNeeded: getpid())
+        var lastInputPath: String?
+        while let flag = arguments.firstIndex(where: { $0.hasPrefix("--") }) {
+            let value = flag + 1 < arguments.count ? arguments[flag + 1] : ""
+            switch arguments[flag] {
+            case "--mutate": mutateSeconds = Double(value).flatMap { $0 > 0 && $0 <= 86_400 ? $0 : nil }
+            case "--seed": seed = UInt64(value) ?? seed
+            case "--last-input": lastInputPath = value.isEmpty ? nil : value
+            default: usage()
+            }
+            if arguments[flag] == "--mutate" && mutateSeconds == nil { usage() }
+            arguments.removeSubrange(flag..<min(arguments.count, flag + 2))
         }
-        var count = 0
+        guard let name = arguments.first, let target = FuzzTarget(rawValue: name), arguments.count > 1 else { usage() }
+        var corpus: [[UInt8]] = []
         for path in arguments.dropFirst() {
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -58,11 +73,42 @@ struct ReplayCorpus {
                 : [path]
             for file in files {
                 guard let data = FileManager.default.contents(atPath: file) else { continue }
-                target.run(Array(data))
-                count += 1
+                corpus.append(Array(data))
             }
         }
-        print("\(target.rawValue): \(count) inputs ran")
+        let lastInput = lastInputPath.flatMap { path in
+            FileManager.default.createFile(atPath: path, contents: nil) ? FileHandle(forWritingAtPath: path) : nil
+        }
+        if lastInputPath != nil && lastInput == nil {
+            FileHandle.standardError.write(Data("\(lastInputPath ?? ""): cannot be written\n".utf8))
+            exit(73)
+        }
+        func run(_ input: [UInt8]) {
+            if let lastInput {
+                try? lastInput.truncate(atOffset: 0)
+                try? lastInput.write(contentsOf: input)
+            }
+            target.run(input)
+        }
+        for input in corpus { run(input) }
+        print("\(target.rawValue): \(corpus.count) inputs ran")
+        guard let mutateSeconds, !corpus.isEmpty else { return }
+        var mutator = Mutator(seed: seed)
+        let started = Date()
+        var count = 0
+        while Date().timeIntervalSince(started) < mutateSeconds {
+            let input = corpus[mutator.below(corpus.count)]
+            run(mutator.mutate(input, other: corpus[mutator.below(corpus.count)]))
+            count += 1
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        print("\(target.rawValue): \(count) mutated inputs in \(String(format: "%.1f", elapsed)) s, seed \(seed)")
+    }
+
+    static func usage() -> Never {
+        FileHandle.standardError.write(Data(
+            "usage: livedispatch-fuzz \(FuzzTarget.allCases.map(\.rawValue).joined(separator: "|")) FILE_OR_DIRECTORY… [--mutate SECONDS] [--seed N] [--last-input FILE]\n".utf8))
+        exit(64)
     }
 }
 #endif
