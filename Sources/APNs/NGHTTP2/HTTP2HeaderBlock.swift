@@ -48,10 +48,12 @@ struct HTTP2HeaderBlock: Sendable {
                 // Written on the stack first, so the buffer grows once.
                 let digits: StaticString = "0123456789abcdef"
                 digits.withUTF8Buffer { digits in
-                    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * token.bytes.count) { hex in
-                        for (index, byte) in token.bytes.enumerated() {
-                            hex.initializeElement(at: 2 * index, to: digits[Int(byte >> 4)])
-                            hex.initializeElement(at: 2 * index + 1, to: digits[Int(byte & 0x0f)])
+                    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * token.count) { hex in
+                        var position = 0
+                        token.forEachByte { byte in
+                            hex.initializeElement(at: position, to: digits[Int(byte >> 4)])
+                            hex.initializeElement(at: position + 1, to: digits[Int(byte & 0x0f)])
+                            position += 2
                         }
                         storage.append(contentsOf: hex)
                     }
