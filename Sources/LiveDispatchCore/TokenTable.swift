@@ -33,8 +33,12 @@ public struct TokenTable<Value: Sendable>: Sendable {
         }
     }
 
+    /// The value of `token`; setting nil removes it, as in a dictionary.
     public subscript(token: DeviceToken) -> Value? {
         get { slot(of: token).map { values[$0] } }
+        set {
+            if let newValue { insert(token, newValue) } else { remove(token) }
+        }
     }
 
     /// The value at `slot` (0 ..< ``count``).
