@@ -143,12 +143,19 @@ struct FanOutTests {
         }
     }
 
-    @Test("a queued token moved into a removed token's place is sent once")
-    func queuedTokenMoves() {
-        let all = tokens(5)
-        var fanOut = FanOut(activityID: activity, configuration: .init(maxInFlight: 1))
+    /// A fan-out of `count` tokens with version 1 published, and what it sent.
+    func published(tokens count: Int, maxInFlight: Int) -> (FanOut, [DeviceToken], [FanOut.Action]) {
+        let all = tokens(count)
+        var fanOut = FanOut(activityID: activity, configuration: .init(maxInFlight: maxInFlight))
         for token in all { _ = fanOut.addToken(token, sendCurrent: false, now: time(0)) }
         let first = fanOut.publish(push(1, score: 1), now: time(0))
+        return (fanOut, all, first)
+    }
+
+    @Test("a queued token moved into a removed token's place is sent once")
+    func queuedTokenMoves() {
+        let (start, all, first) = published(tokens: 5, maxInFlight: 1)
+        var fanOut = start
         #expect(first.compactMap(\.sent?.token) == [all[0]])
         // The last token, waiting, moves into the place of the one in flight,
         // which no queue entry names.
@@ -163,10 +170,8 @@ struct FanOutTests {
 
     @Test("a queue entry left by a removal does not send the token now in that place twice")
     func staleEntrySkipped() {
-        let all = tokens(4)
-        var fanOut = FanOut(activityID: activity, configuration: .init(maxInFlight: 2))
-        for token in all { _ = fanOut.addToken(token, sendCurrent: false, now: time(0)) }
-        let first = fanOut.publish(push(1, score: 1), now: time(0))
+        let (start, all, first) = published(tokens: 4, maxInFlight: 2)
+        var fanOut = start
         #expect(first.compactMap(\.sent?.token) == [all[0], all[1]])
         // The third and fourth wait; the fourth moves into the third's place.
         #expect(fanOut.removeToken(all[2]).isEmpty)
