@@ -85,8 +85,6 @@ extension DeviceToken {
     /// retries per version apply to the channel as to a token. Registered
     /// tokens are at least ``minBytes`` long, so none can be this one.
     static let broadcastChannel = DeviceToken(unchecked: Array("channel".utf8))
-
-    private init(unchecked bytes: [UInt8]) { self.bytes = bytes }
 }
 
 extension PartitionDispatcher.Send {

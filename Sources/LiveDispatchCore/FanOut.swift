@@ -80,7 +80,7 @@ public struct FanOut: Sendable {
     public let activityID: ActivityID
     public let configuration: Configuration
     private(set) public var latest: LiveActivityPush?
-    private var tokens: [DeviceToken: TokenState] = [:]
+    private var tokens = TokenTable<TokenState>()
     /// The pushes in flight, by version, with how many tokens they are in flight to.
     private var sent: [UInt64: (push: LiveActivityPush, count: Int)] = [:]
     /// Tokens waiting for a retry, by when it is due.
@@ -89,7 +89,10 @@ public struct FanOut: Sendable {
     /// How many tokens are done at each version: the smallest key is the
     /// version every token has reached.
     private var doneCounts: [UInt64: Int] = [:]
-    private var ready: [DeviceToken] = []
+    /// Slots in ``tokens`` waiting for a send. An entry whose token moved
+    /// (swap-remove) or was removed is skipped; a queued token that moved is
+    /// queued again under its new slot.
+    private var ready: [UInt32] = []
     private var readyHead = 0
     private var inFlightCount = 0
     private var reportedThrough: UInt64
@@ -104,8 +107,8 @@ public struct FanOut: Sendable {
 
     public var tokenCount: Int { tokens.count }
     public var inFlight: Int { inFlightCount }
-    public var registeredTokens: [DeviceToken] { tokens.keys.sorted() }
-    public func contains(_ token: DeviceToken) -> Bool { tokens[token] != nil }
+    public var registeredTokens: [DeviceToken] { tokens.tokens.sorted() }
+    public func contains(_ token: DeviceToken) -> Bool { tokens.slot(of: token) != nil }
 
     /// The version every token has reached (or the latest, with no tokens).
     public var completedThrough: UInt64 { reportedThrough }
@@ -128,13 +131,13 @@ public struct FanOut: Sendable {
     /// device that registers mid-activity catches up); without, it counts as
     /// having it (a token restored from the changelog).
     public mutating func addToken(_ token: DeviceToken, sendCurrent: Bool, now: UnixTime) -> [Action] {
-        guard tokens[token] == nil else { return [] }
+        guard tokens.slot(of: token) == nil else { return [] }
         let latestVersion = latest?.version ?? reportedThrough
         let done = sendCurrent && latest != nil ? latestVersion - 1 : latestVersion
-        tokens[token] = TokenState(done: done)
+        let slot = tokens.insert(token, TokenState(done: done))
         doneCounts[done, default: 0] += 1
         var actions: [Action] = []
-        if done < latestVersion { enqueue(token) }
+        if done < latestVersion { enqueue(slot) }
         pump(into: &actions)
         reportCompletion(into: &actions)
         return actions
@@ -145,7 +148,8 @@ public struct FanOut: Sendable {
     /// sends in flight, the older carrying an older `aps.timestamp`, which
     /// devices ignore.
     public mutating func removeToken(_ token: DeviceToken) -> [Action] {
-        guard let state = tokens.removeValue(forKey: token) else { return [] }
+        guard let slot = tokens.slot(of: token) else { return [] }
+        let state = remove(slot: slot)
         decrement(state.done)
         if state.inFlightVersion != 0 {
             inFlightCount -= 1
@@ -163,8 +167,9 @@ public struct FanOut: Sendable {
     public mutating func publish(_ push: LiveActivityPush, now: UnixTime) -> [Action] {
         guard push.version > (latest?.version ?? reportedThrough) else { return [] }
         latest = push
-        for (token, state) in tokens where state.done < push.version && state.inFlightVersion == 0 && !state.queued && !state.retrying {
-            enqueue(token)
+        for slot in 0..<tokens.count {
+            let state = tokens[slot: slot]
+            if state.done < push.version && state.inFlightVersion == 0 && !state.queued && !state.retrying { enqueue(slot) }
         }
         var actions: [Action] = []
         pump(into: &actions)
@@ -177,7 +182,10 @@ public struct FanOut: Sendable {
     public mutating func completed(
         token: DeviceToken, version: UInt64, outcome: Outcome, now: UnixTime, jitter: Double
     ) -> [Action] {
-        guard version != 0, var state = tokens[token], state.inFlightVersion == version, let base = release(version) else { return [] }
+        guard version != 0, let slot = tokens.slot(of: token), tokens[slot: slot].inFlightVersion == version,
+            let base = release(version)
+        else { return [] }
+        var state = tokens[slot: slot]
         let sent = state.inFlightAsStart ? base.asStart : base
         state.inFlightVersion = 0
         state.inFlightAsStart = false
@@ -190,7 +198,7 @@ public struct FanOut: Sendable {
             if sent.event == .start { state.startOwed = false }
             setDone(&state, version)
         case .tokenInvalid(let reason):
-            tokens.removeValue(forKey: token)
+            remove(slot: slot)
             if state.queued { queuedCount -= 1 }
             decrement(state.done)
             actions.append(.removeToken(token, reason: reason))
@@ -218,14 +226,14 @@ public struct FanOut: Sendable {
                 let retryAt = now + max(backoff, after ?? 0)
                 state.retrying = true
                 retries.schedule(token, at: retryAt)
-                tokens[token] = state
+                tokens[slot: slot] = state
                 actions.append(.wake(at: retryAt))
                 pump(into: &actions)
                 return actions
             }
         }
-        tokens[token] = state
-        if let latest, state.done < latest.version, !state.retrying { enqueue(token) }
+        tokens[slot: slot] = state
+        if let latest, state.done < latest.version, !state.retrying { enqueue(slot) }
         pump(into: &actions)
         reportCompletion(into: &actions)
         return actions
@@ -235,8 +243,9 @@ public struct FanOut: Sendable {
     public mutating func timerFired(now: UnixTime) -> [Action] {
         var actions: [Action] = []
         for token in retries.popDue(now: now) {
-            tokens[token]?.retrying = false
-            enqueue(token)
+            guard let slot = tokens.slot(of: token) else { continue }
+            tokens[slot: slot].retrying = false
+            enqueue(slot)
         }
         pump(into: &actions)
         reportCompletion(into: &actions)
@@ -249,12 +258,22 @@ public struct FanOut: Sendable {
         mutating get { retries.next }
     }
 
-    private mutating func enqueue(_ token: DeviceToken) {
-        guard var state = tokens[token], !state.queued else { return }
-        state.queued = true
+    private mutating func enqueue(_ slot: Int) {
+        guard !tokens[slot: slot].queued else { return }
+        tokens[slot: slot].queued = true
         queuedCount += 1
-        tokens[token] = state
-        ready.append(token)
+        ready.append(UInt32(truncatingIfNeeded: slot))
+    }
+
+    /// Removes the token at `slot`; the token moved into it keeps its place
+    /// in the ready queue under its new slot.
+    @discardableResult
+    private mutating func remove(slot: Int) -> TokenState {
+        let removal = tokens.remove(slot: slot)
+        if let moved = removal.moved, tokens[slot: moved.to].queued {
+            ready.append(UInt32(truncatingIfNeeded: moved.to))
+        }
+        return removal.value
     }
 
     /// One fewer token has `version` in flight; the push, while any still has it.
@@ -281,13 +300,14 @@ public struct FanOut: Sendable {
     private mutating func pump(into actions: inout [Action]) {
         guard let latest else { return }
         while inFlightCount < configuration.maxInFlight, readyHead < ready.count {
-            let token = ready[readyHead]
+            let slot = Int(ready[readyHead])
             readyHead += 1
-            guard var state = tokens[token], state.queued else { continue }
+            guard slot < tokens.count, tokens[slot: slot].queued else { continue }
+            var state = tokens[slot: slot]
             state.queued = false
             queuedCount -= 1
             guard state.done < latest.version, state.inFlightVersion == 0, !state.retrying else {
-                tokens[token] = state
+                tokens[slot: slot] = state
                 continue
             }
             var push = latest
@@ -295,7 +315,7 @@ public struct FanOut: Sendable {
                 if push.event == .end {
                     // Never started on this device: the end has nothing to end.
                     setDone(&state, push.version)
-                    tokens[token] = state
+                    tokens[slot: slot] = state
                     continue
                 }
                 push = push.asStart
@@ -309,10 +329,10 @@ public struct FanOut: Sendable {
             state.inFlightVersion = push.version
             state.inFlightAsStart = push.event == .start && latest.event != .start
             state.attempts += 1
-            tokens[token] = state
+            tokens[slot: slot] = state
             inFlightCount += 1
             sent[latest.version, default: (latest, 0)].count += 1
-            actions.append(.send(token, push))
+            actions.append(.send(tokens.tokens[slot], push))
         }
         if readyHead == ready.count {
             ready.removeAll(keepingCapacity: true)

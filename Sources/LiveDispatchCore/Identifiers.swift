@@ -56,6 +56,12 @@ public struct AudienceKey: Sendable, Hashable, Comparable, CustomStringConvertib
 
 /// An APNs device token (an activity's update token or a push-to-start
 /// token): hex on the wire and in logs, bytes in memory.
+///
+/// A worker holds a million of these, so a token of at most
+/// ``inlineBytes`` bytes (every token Apple issues today) is stored inline
+/// in four machine words with no heap allocation; a longer one, up to
+/// ``maxBytes``, falls back to a heap array. Each length has exactly one
+/// representation, so equality and hashing compare the stored words.
 public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// Longest token accepted, in bytes. Apple's tokens are 32 bytes today
     /// and documented as variable length.
@@ -66,7 +72,16 @@ public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertib
     /// e.g. in tests, may be shorter; registrations read from Kafka may not.)
     public static let minBytes = 32
 
-    public let bytes: [UInt8]
+    /// Longest token stored without a heap allocation, in bytes.
+    public static let inlineBytes = 32
+
+    private enum Storage: Sendable, Hashable {
+        /// Bytes packed big-endian into four words, zero-padded; `count` ≤ 32.
+        case inline(UInt64, UInt64, UInt64, UInt64, count: UInt8)
+        case heap([UInt8])
+    }
+
+    private let storage: Storage
 
     /// Parses a token from hex, in either case. A token that is empty, of
     /// odd length, too long or not hex is refused with the reason.
@@ -90,7 +105,7 @@ public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertib
             bytes.append(high << 4 | low)
             index += 2
         }
-        self.bytes = bytes
+        self.storage = Self.store(bytes)
     }
 
     public init(bytes: [UInt8]) throws(ValueError) {
@@ -98,25 +113,105 @@ public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertib
         guard bytes.count <= Self.maxBytes else {
             throw ValueError("device token is \(bytes.count) bytes, longer than \(Self.maxBytes)")
         }
-        self.bytes = bytes
+        self.storage = Self.store(bytes)
+    }
+
+    /// A token built in code from bytes known to be 1 ... ``maxBytes`` long.
+    init(unchecked bytes: [UInt8]) { self.storage = Self.store(bytes) }
+
+    private static func store(_ bytes: [UInt8]) -> Storage {
+        guard bytes.count <= inlineBytes else { return .heap(bytes) }
+        func word(_ first: Int) -> UInt64 {
+            var word: UInt64 = 0
+            for index in first..<first + 8 {
+                word <<= 8
+                if index < bytes.count { word |= UInt64(bytes[index]) }
+            }
+            return word
+        }
+        return .inline(word(0), word(8), word(16), word(24), count: UInt8(truncatingIfNeeded: bytes.count))
+    }
+
+    /// The token's length in bytes.
+    public var count: Int {
+        switch storage {
+        case .inline(_, _, _, _, let count): Int(count)
+        case .heap(let bytes): bytes.count
+        }
+    }
+
+    /// True when the token is held without a heap allocation.
+    public var isInline: Bool {
+        if case .inline = storage { true } else { false }
+    }
+
+    /// Calls `body` with each byte in order, without building an array.
+    public func forEachByte(_ body: (UInt8) -> Void) {
+        switch storage {
+        case .inline(_, _, _, _, let count):
+            for index in 0..<Int(count) { body(self[index]) }
+        case .heap(let bytes):
+            for byte in bytes { body(byte) }
+        }
+    }
+
+    /// The byte at `index` (0 ..< ``count``).
+    public subscript(index: Int) -> UInt8 {
+        switch storage {
+        case .inline(let w0, let w1, let w2, let w3, _):
+            let word = index < 16 ? (index < 8 ? w0 : w1) : (index < 24 ? w2 : w3)
+            return UInt8(truncatingIfNeeded: word >> UInt64(56 - 8 * (index % 8)))
+        case .heap(let bytes):
+            return bytes[index]
+        }
+    }
+
+    /// The token's bytes (an array built on each call for an inline token).
+    public var bytes: [UInt8] {
+        switch storage {
+        case .inline:
+            var output: [UInt8] = []
+            output.reserveCapacity(count)
+            forEachByte { output.append($0) }
+            return output
+        case .heap(let bytes):
+            return bytes
+        }
     }
 
     /// Lowercase hex, as APNs expects it in `/3/device/<token>`.
     public var hex: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var output: [UInt8] = []
-        output.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            output.append(digits[Int(byte >> 4)])
-            output.append(digits[Int(byte & 0x0F)])
+        let digits: StaticString = "0123456789abcdef"
+        return String(unsafeUninitializedCapacity: count * 2) { buffer in
+            var position = 0
+            digits.withUTF8Buffer { digits in
+                forEachByte { byte in
+                    buffer[position] = digits[Int(byte >> 4)]
+                    buffer[position + 1] = digits[Int(byte & 0x0F)]
+                    position += 2
+                }
+            }
+            return position
         }
-        return String(decoding: output, as: UTF8.self)
     }
 
     public var description: String { hex }
 
     public static func < (lhs: DeviceToken, rhs: DeviceToken) -> Bool {
-        lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
+        if case .inline(let a0, let a1, let a2, let a3, let aCount) = lhs.storage,
+            case .inline(let b0, let b1, let b2, let b3, let bCount) = rhs.storage
+        {
+            // Big-endian packing with zero padding: word order is byte order,
+            // and a shorter token that is a prefix of a longer one compares less.
+            if a0 != b0 { return a0 < b0 }
+            if a1 != b1 { return a1 < b1 }
+            if a2 != b2 { return a2 < b2 }
+            if a3 != b3 { return a3 < b3 }
+            return aCount < bCount
+        }
+        let shared = min(lhs.count, rhs.count)
+        for index in 0..<shared where lhs[index] != rhs[index] { return lhs[index] < rhs[index] }
+        return lhs.count < rhs.count
     }
 
     private static func nibble(_ byte: UInt8) -> UInt8? {

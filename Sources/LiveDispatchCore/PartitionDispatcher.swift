@@ -250,7 +250,7 @@ public struct PartitionDispatcher: Sendable {
     var wakes = DeadlineQueue<Wake>()
     private var nextSweep: UnixTime?
     var deliveries: [ActivityID: ActivityDelivery] = [:]
-    private var registrations: [ActivityID: [DeviceToken: RegisteredToken]] = [:]
+    private var registrations: [ActivityID: TokenTable<RegisteredToken>] = [:]
     /// Push-to-start tokens by audience, then token.
     var audiences: [AudienceKey: [DeviceToken: PushToStartToken]] = [:]
     var budget: PushToStartBudget
@@ -302,7 +302,7 @@ public struct PartitionDispatcher: Sendable {
     public func state(of activityID: ActivityID) -> ActivityState? { coalescer.state(of: activityID) }
     public func pushes(of activityID: ActivityID) -> [PushSummary] { pushHistory[activityID] ?? [] }
     public func tokens(of activityID: ActivityID) -> [DeviceToken] {
-        registrations[activityID].map { $0.keys.sorted() } ?? []
+        registrations[activityID].map { $0.tokens.sorted() } ?? []
     }
 
     // MARK: Restore
@@ -333,14 +333,14 @@ public struct PartitionDispatcher: Sendable {
         let parts = key.split(separator: "\u{1F}", maxSplits: 1)
         guard let value else {
             if parts.count == 2, let activity = try? ActivityID(String(parts[0])), let token = try? DeviceToken(hex: String(parts[1])) {
-                registrations[activity]?.removeValue(forKey: token)
+                registrations[activity]?.remove(token)
                 if registrations[activity]?.isEmpty == true { registrations.removeValue(forKey: activity) }
             }
             return
         }
         guard var registration = try? TokenRegistration(bytes: value), registration.action == .register else { return }
         registration.app = configuration.apps.restored(registration.app)
-        registrations[registration.activityID, default: [:]][registration.token] = RegisteredToken(registration)
+        registrations[registration.activityID, default: TokenTable()].insert(registration.token, RegisteredToken(registration))
     }
 
     /// The changelogs are read to their end: install them and replay any
@@ -354,7 +354,7 @@ public struct PartitionDispatcher: Sendable {
             if let snapshot = coalescer.state(of: activity), snapshot.version > 0 {
                 fanOut.restoreLatest(Self.restoredPush(snapshot, configuration: configuration))
             }
-            for token in tokens.keys.sorted() { _ = fanOut.addToken(token, sendCurrent: false, now: now) }
+            for token in tokens.tokens.sorted() { _ = fanOut.addToken(token, sendCurrent: false, now: now) }
             deliveries[activity] = ActivityDelivery(fanOut: fanOut)
         }
         installRestoredChannels(now: now)
@@ -526,7 +526,7 @@ public struct PartitionDispatcher: Sendable {
             // Outcomes are the worker's own; a failure already recorded is kept.
             registration.lastOutcome = nil
             if case .failed(let outcome)? = registrations[activity]?[registration.token]?.recorded { registration.lastOutcome = outcome }
-            registrations[activity, default: [:]][registration.token] = RegisteredToken(registration)
+            registrations[activity, default: TokenTable()].insert(registration.token, RegisteredToken(registration))
             var delivery = deliveries.removeValue(forKey: activity) ?? ActivityDelivery(fanOut: makeFanOut(activity))
             if delivery.fanOut.latest == nil, let state = coalescer.state(of: activity), state.version > 0 {
                 delivery.fanOut.restoreLatest(Self.restoredPush(state, configuration: configuration))
@@ -536,7 +536,7 @@ public struct PartitionDispatcher: Sendable {
             actions.append(.produce(Produce(topic: .tokenStore, key: registration.storeKey, value: registration.json.serialized(), partition: partition, ticket: ticket)))
             actions += perform(fanOutActions, for: activity, now: now)
         case .register, .unregister:
-            registrations[activity]?.removeValue(forKey: registration.token)
+            registrations[activity]?.remove(registration.token)
             if registrations[activity]?.isEmpty == true { registrations.removeValue(forKey: activity) }
             if var delivery = deliveries.removeValue(forKey: activity) {
                 let fanOutActions = delivery.fanOut.removeToken(registration.token)
@@ -681,7 +681,7 @@ public struct PartitionDispatcher: Sendable {
             actions.append(.observe(.activityExpired(activity, reason: expiry.reason.rawValue)))
             pushHistory.removeValue(forKey: activity)
             actions.append(.produce(Produce(topic: .state, key: activity.rawValue, value: nil, partition: partition, ticket: issueTicket(.nothing))))
-            for token in (registrations.removeValue(forKey: activity) ?? [:]).keys.sorted() {
+            for token in (registrations.removeValue(forKey: activity)?.tokens ?? []).sorted() {
                 actions.append(.produce(Produce(topic: .tokenStore, key: TokenRegistration.storeKey(activity, token), value: nil, partition: partition, ticket: issueTicket(.nothing))))
             }
             let (channelActions, channelHeld) = channelExpired(activity)
@@ -694,10 +694,10 @@ public struct PartitionDispatcher: Sendable {
         }
         for (activity, tokens) in registrations {
             let hasState = coalescer.state(of: activity) != nil
-            for (token, registration) in tokens {
+            for (token, registration) in zip(tokens.tokens, tokens.values) {
                 let orphaned = !hasState && (registration.registeredAt ?? now) + configuration.coalescer.maxAge <= now
                 guard registration.isExpired(at: now) || orphaned else { continue }
-                registrations[activity]?.removeValue(forKey: token)
+                registrations[activity]?.remove(token)
                 if var delivery = deliveries.removeValue(forKey: activity) {
                     let fanOutActions = delivery.fanOut.removeToken(token)
                     deliveries[activity] = delivery
@@ -825,7 +825,7 @@ public struct PartitionDispatcher: Sendable {
                 actions += channelRefused(activity, reason: reason, now: now)
             case .removeToken(let token, let reason):
                 actions.append(.observe(.tokenRemoved(activity, token, reason: reason)))
-                registrations[activity]?.removeValue(forKey: token)
+                registrations[activity]?.remove(token)
                 if registrations[activity]?.isEmpty == true { registrations.removeValue(forKey: activity) }
                 let key = TokenRegistration.storeKey(activity, token)
                 deliveries[activity]?.pendingAcks += 1
@@ -905,7 +905,7 @@ public struct PartitionDispatcher: Sendable {
                 partition: partition, ticket: ticket)),
             .observe(.pushCompleted(
                 newest.snapshot, commands: offsets.count, tokens: delivery.deviceTokenCount,
-                sample: registrations[activity].map { Array($0.keys.prefix(4)).sorted() } ?? [])),
+                sample: registrations[activity].map { Array($0.tokens.prefix(4)).sorted() } ?? [])),
         ]
     }
 }

@@ -108,9 +108,9 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
         -> (DeviceToken, Action, APNsEnvironment, UnixTime?, UnixTime?, String?)
     {
         let token = try reader.requiredToken("token")
-        guard token.bytes.count >= DeviceToken.minBytes else {
+        guard token.count >= DeviceToken.minBytes else {
             throw FieldError(
-                field: "token", message: "device token is \(token.bytes.count) bytes, shorter than \(DeviceToken.minBytes) (APNs tokens are at least 32 bytes)")
+                field: "token", message: "device token is \(token.count) bytes, shorter than \(DeviceToken.minBytes) (APNs tokens are at least 32 bytes)")
         }
         let actionName = try reader.string("action") ?? Action.register.rawValue
         guard let action = Action(rawValue: actionName) else {

@@ -11,6 +11,7 @@ import Logging
 import Glibc
 #endif
 import NIOSSL
+import Synchronization
 
 /// `livedispatch bench fanout`: one update fanned out to N tokens by a worker
 /// running as its own process, beside the APNs client alone.
@@ -151,6 +152,8 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         }
         let warmUp = (ContinuousClock.now - warmUpStart).seconds
         let baseline = simulator.acceptedCount
+        let residentBefore = worker.residentMegabytes()
+        let residentDuring = Mutex(residentBefore)
         let fanOutStart = ContinuousClock.now
         for index in 0..<activities {
             let activity = "fanout-\(index)"
@@ -159,6 +162,8 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         }
         try await waitFor("every token to get the update (log: \(logPath))", timeout: max(120, Double(tokens) / 2_000)) {
             guard worker.isRunning else { throw BenchError(description: "the worker exited; see \(logPath)") }
+            let resident = worker.residentMegabytes()
+            residentDuring.withLock { $0 = max($0, resident) }
             return simulator.acceptedCount - baseline >= tokens
         }
         let fanOut = (ContinuousClock.now - fanOutStart).seconds
@@ -182,6 +187,8 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         print(String(format: "client alone: %.0f pushes/s", clientRate))
         print(String(format: "ratio: %.2f", rate / clientRate))
         print(String(format: "worker peak rss: %.0f MB", peakRSS))
+        print(String(format: "worker rss: %.0f MB before the update, %.0f MB at most during the fan-out (sampled)",
+                     residentBefore, residentDuring.withLock { $0 }))
         print(String(format: "restore: %d tokens in %.2f s", restored.tokens, restored.seconds))
         print(String(format: "restart until ready: %.2f s (joining both groups, then the restore)", untilReady))
         print(String(format: "warm-up command dispatched in %.2f s", warmUp))

@@ -126,6 +126,141 @@ struct FanOutTests {
         #expect(fanOut.publish(push(1, score: 1), now: time(0)).isEmpty, "an old version is ignored")
     }
 
+    /// `count` distinct tokens, 32 bytes each (as a registration carries).
+    func tokens(_ count: Int) -> [DeviceToken] {
+        (0..<count).map { number in try! DeviceToken(bytes: (0..<32).map { UInt8(truncatingIfNeeded: number >> (8 * ($0 % 4))) }) }
+    }
+
+    /// Completes every send as delivered until nothing more is sent; the
+    /// versions each token received, in order.
+    func drain(_ fanOut: inout FanOut, _ actions: [FanOut.Action], into received: inout [DeviceToken: [UInt64]]) {
+        var pending = actions
+        while !pending.isEmpty {
+            let action = pending.removeFirst()
+            guard let (token, version) = action.sent else { continue }
+            received[token, default: []].append(version)
+            pending += fanOut.completed(token: token, version: version, outcome: .delivered, now: time(0), jitter: 0)
+        }
+    }
+
+    /// A fan-out of `count` tokens with version 1 published, and what it sent.
+    func published(tokens count: Int, maxInFlight: Int) -> (FanOut, [DeviceToken], [FanOut.Action]) {
+        let all = tokens(count)
+        var fanOut = FanOut(activityID: activity, configuration: .init(maxInFlight: maxInFlight))
+        for token in all { _ = fanOut.addToken(token, sendCurrent: false, now: time(0)) }
+        let first = fanOut.publish(push(1, score: 1), now: time(0))
+        return (fanOut, all, first)
+    }
+
+    @Test("a queued token moved into a removed token's place is sent once")
+    func queuedTokenMoves() {
+        let (start, all, first) = published(tokens: 5, maxInFlight: 1)
+        var fanOut = start
+        #expect(first.compactMap(\.sent?.token) == [all[0]])
+        // The last token, waiting, moves into the place of the one in flight,
+        // which no queue entry names.
+        let afterRemoval = fanOut.removeToken(all[0])
+        #expect(afterRemoval.compactMap(\.sent?.token) == [all[1]])
+        var received: [DeviceToken: [UInt64]] = [:]
+        drain(&fanOut, first + afterRemoval, into: &received)
+        #expect(received == [all[0]: [1], all[1]: [1], all[2]: [1], all[3]: [1], all[4]: [1]])
+        #expect(fanOut.completedThrough == 1)
+        #expect(fanOut.isIdle)
+    }
+
+    @Test("a queue entry left by a removal does not send the token now in that place twice")
+    func staleEntrySkipped() {
+        let (start, all, first) = published(tokens: 4, maxInFlight: 2)
+        var fanOut = start
+        #expect(first.compactMap(\.sent?.token) == [all[0], all[1]])
+        // The third and fourth wait; the fourth moves into the third's place.
+        #expect(fanOut.removeToken(all[2]).isEmpty)
+        // A new token takes the fourth's old place, which a queue entry still names.
+        let late = tokens(5)[4]
+        #expect(fanOut.addToken(late, sendCurrent: true, now: time(0)).isEmpty, "the in-flight limit holds")
+        var received: [DeviceToken: [UInt64]] = [:]
+        drain(&fanOut, first, into: &received)
+        #expect(received == [all[0]: [1], all[1]: [1], all[3]: [1], late: [1]])
+        #expect(fanOut.completedThrough == 1)
+        #expect(fanOut.isIdle)
+    }
+
+    @Test("randomized: with removals moving tokens in the table, each token has one send in flight and ends with the newest version",
+          arguments: [11, 12, 13, 14] as [UInt64])
+    func randomizedRemovals(seed: UInt64) {
+        var generator = SplitMix64(seed: seed)
+        let pool = tokens(40)
+        var fanOut = FanOut(activityID: activity, configuration: .init(maxInFlight: 4, retry: RetryPolicy(maxAttempts: 1_000, maxElapsed: 1_000_000, baseDelay: 0, maxDelay: 0)))
+        var present: Set<DeviceToken> = []
+        var inFlight: [DeviceToken: UInt64] = [:]
+        var newest: [DeviceToken: UInt64] = [:]
+        var version: UInt64 = 0
+        var clock = 0.0
+        func apply(_ actions: [FanOut.Action]) {
+            for action in actions {
+                switch action {
+                case .send(let token, let push):
+                    #expect(present.contains(token), "only a registered token is sent to")
+                    #expect(inFlight[token] == nil, "one send in flight per token")
+                    #expect(push.version > newest[token] ?? 0, "never an older version after a newer one")
+                    inFlight[token] = push.version
+                case .removeToken(let token, _):
+                    present.remove(token)
+                    newest.removeValue(forKey: token)
+                case .wake, .completed, .deadLetter:
+                    break
+                }
+            }
+        }
+        for _ in 0..<3_000 {
+            clock += 0.001
+            let token = pool[Int.random(in: 0..<pool.count, using: &generator)]
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0, 1:
+                present.insert(token)
+                apply(fanOut.addToken(token, sendCurrent: Bool.random(using: &generator), now: time(clock)))
+            case 2:
+                // A removed token's send is ignored when it completes; one
+                // registered again starts afresh.
+                present.remove(token)
+                inFlight.removeValue(forKey: token)
+                newest.removeValue(forKey: token)
+                apply(fanOut.removeToken(token))
+            case 3:
+                version += 1
+                apply(fanOut.publish(push(version, score: Int64(version)), now: time(clock)))
+            case 4:
+                apply(fanOut.timerFired(now: time(clock)))
+            default:
+                guard let sentTo = inFlight.keys.sorted().randomElement(using: &generator), let sentVersion = inFlight.removeValue(forKey: sentTo)
+                else { continue }
+                let outcome: FanOut.Outcome = switch Int.random(in: 0..<10, using: &generator) {
+                case 0: .retryable(reason: "TooManyRequests", after: nil)
+                case 1: .tokenInvalid(reason: "Unregistered")
+                default: .delivered
+                }
+                if outcome == .delivered { newest[sentTo] = sentVersion }
+                apply(fanOut.completed(token: sentTo, version: sentVersion, outcome: outcome, now: time(clock), jitter: 0))
+            }
+            #expect(fanOut.tokenCount == present.count)
+        }
+        // Deliver everything still owed.
+        version += 1
+        apply(fanOut.publish(push(version, score: Int64(version)), now: time(clock)))
+        for _ in 0..<1_000 where !inFlight.isEmpty || !fanOut.isIdle {
+            clock += 1
+            apply(fanOut.timerFired(now: time(clock)))
+            for sentTo in inFlight.keys.sorted() {
+                guard let sentVersion = inFlight.removeValue(forKey: sentTo) else { continue }
+                newest[sentTo] = sentVersion
+                apply(fanOut.completed(token: sentTo, version: sentVersion, outcome: .delivered, now: time(clock), jitter: 0))
+            }
+        }
+        #expect(inFlight.isEmpty && fanOut.isIdle, "nothing is left waiting")
+        for token in present { #expect(newest[token] == version, "every registered token ends with the newest version") }
+        #expect(fanOut.completedThrough == version)
+    }
+
     @Test("full-jitter backoff stays within its ceiling")
     func backoff() {
         let policy = RetryPolicy(maxAttempts: 10, maxElapsed: 100, baseDelay: 0.5, maxDelay: 4)
