@@ -96,6 +96,11 @@ public struct FanOut: Sendable {
     private var readyHead = 0
     private var inFlightCount = 0
     private var reportedThrough: UInt64
+    /// Sends the owner lets this fan-out start before it asks again; each
+    /// started send uses one. An owner sharing a budget among many fan-outs
+    /// (``PartitionDispatcher``) keeps it at 0 and hands out sends through
+    /// ``resume(now:)``; `Int.max` leaves only ``Configuration/maxInFlight``.
+    public var allowance = Int.max
 
     /// - Parameter version: the version every existing token already has
     ///   (a restored snapshot's version, or 0 for a new activity).
@@ -112,6 +117,12 @@ public struct FanOut: Sendable {
 
     /// The version every token has reached (or the latest, with no tokens).
     public var completedThrough: UInt64 { reportedThrough }
+
+    /// A token waits for a send that only the ``allowance`` holds back:
+    /// the owner should ``resume(now:)`` it when it has sends to give.
+    public var wantsToSend: Bool {
+        latest != nil && queuedCount > 0 && inFlightCount < configuration.maxInFlight
+    }
 
     /// True when nothing is in flight, queued or waiting for a retry.
     public var isIdle: Bool {
@@ -296,10 +307,19 @@ public struct FanOut: Sendable {
         if count <= 1 { doneCounts.removeValue(forKey: version) } else { doneCounts[version] = count - 1 }
     }
 
-    /// Starts sends from the ready queue up to the in-flight limit.
+    /// Starts what waits, up to the in-flight limit and the ``allowance``
+    /// (call after raising the allowance).
+    public mutating func resume(now: UnixTime) -> [Action] {
+        var actions: [Action] = []
+        pump(into: &actions)
+        reportCompletion(into: &actions)
+        return actions
+    }
+
+    /// Starts sends from the ready queue up to the in-flight limit and the allowance.
     private mutating func pump(into actions: inout [Action]) {
         guard let latest else { return }
-        while inFlightCount < configuration.maxInFlight, readyHead < ready.count {
+        while inFlightCount < configuration.maxInFlight, allowance > 0, readyHead < ready.count {
             let slot = Int(ready[readyHead])
             readyHead += 1
             guard slot < tokens.count, tokens[slot: slot].queued else { continue }
@@ -331,6 +351,7 @@ public struct FanOut: Sendable {
             state.attempts += 1
             tokens[slot: slot] = state
             inFlightCount += 1
+            if allowance != .max { allowance -= 1 }
             sent[latest.version, default: (latest, 0)].count += 1
             actions.append(.send(tokens.tokens[slot], push))
         }

@@ -122,7 +122,7 @@ extension PartitionDispatcher {
     /// offset, waits for Kafka to acknowledge them.
     mutating func startAudiences(_ keys: [AudienceKey], _ push: LiveActivityPush, app: String?) -> [Action] {
         let activity = push.activityID
-        let fresh = ActivityDelivery(fanOut: FanOut(activityID: activity, version: state(of: activity)?.version ?? 0, configuration: configuration.fanOut))
+        let fresh = ActivityDelivery(fanOut: makeFanOut(activity))
         deliveries[activity, default: fresh].pendingAcks += keys.count
         return keys.map { audience in
             .produce(Produce(
@@ -142,7 +142,7 @@ extension PartitionDispatcher {
         }
         let offset = record.offset
         let activity = start.push.activityID
-        var delivery = AudienceDelivery(start: start, fanOut: FanOut(activityID: activity, configuration: configuration.fanOut))
+        var delivery = AudienceDelivery(start: start, fanOut: makeFanOut(activity, version: 0))
         _ = delivery.fanOut.publish(start.push, now: now)
         var actions: [Action] = []
         let tokens = audiences[start.audience] ?? [:]
@@ -203,10 +203,17 @@ extension PartitionDispatcher {
         return performAudienceStart(fanOutActions, offset, now: now)
     }
 
-    private mutating func performAudienceStart(_ fanOutActions: [FanOut.Action], _ offset: Int64, now: UnixTime) -> [Action] {
+    mutating func performAudienceStart(_ fanOutActions: [FanOut.Action], _ offset: Int64, now: UnixTime) -> [Action] {
         var actions: [Action] = []
         var pending = fanOutActions[...]
-        while let action = pending.popFirst() {
+        while true {
+            guard let action = pending.popFirst() else {
+                // Sends the partition's budget lets start now, if tokens wait.
+                let more = continueSending(.audienceStart(offset), now: now)
+                if more.isEmpty { break }
+                pending.append(contentsOf: more)
+                continue
+            }
             guard var delivery = audienceDeliveries[offset] else { return actions }
             let audience = delivery.start.audience
             let activity = delivery.start.push.activityID
@@ -219,6 +226,7 @@ extension PartitionDispatcher {
                     delivery.payload = payload
                     audienceDeliveries[offset] = delivery
                     let destination = delivery.destinations[token]
+                    sendBudget.started()
                     actions.append(.send(Send(
                         activityID: activity, token: token, environment: destination?.environment ?? configuration.defaultEnvironment,
                         app: destination?.app, push: push, payload: payload, audienceStart: offset)))

@@ -35,14 +35,19 @@ public struct PartitionDispatcher: Sendable {
         public var pushToStart: PushToStartBudget.Configuration
         /// The deployment's apps: records naming another are dead-lettered.
         public var apps: AppDirectory
+        /// Sends in flight at once for the whole partition, shared in turn
+        /// by its activities and audience starts (until ``PartitionDispatcher/setSendLimit(_:now:)``
+        /// changes it): a worker's share of its worker-wide limit.
+        public var maxInFlight: Int
 
         public init(
             coalescer: Coalescer.Configuration = .init(), fanOut: FanOut.Configuration = .init(),
             defaultEnvironment: APNsEnvironment = .production, topicPrefix: String = "livedispatch.",
             sweepInterval: Double = 5, pushToStart: PushToStartBudget.Configuration = .init(), catchUpLimit: Double = 30,
-            apps: AppDirectory = .unchecked
+            apps: AppDirectory = .unchecked, maxInFlight: Int = .max
         ) {
             self.apps = apps
+            self.maxInFlight = max(1, maxInFlight)
             self.coalescer = coalescer
             self.fanOut = fanOut
             self.defaultEnvironment = defaultEnvironment
@@ -280,12 +285,15 @@ public struct PartitionDispatcher: Sendable {
     private var restoredStates: [ActivityState] = []
     /// Records that arrived before the restore finished, replayed after it.
     private var early: [(InternalTopic, Record)] = []
+    /// The partition's send budget (see `PartitionDispatcher+SendBudget.swift`).
+    var sendBudget: SendBudget
 
     public init(partition: Int32, configuration: Configuration) {
         self.partition = partition
         self.configuration = configuration
         self.coalescer = Coalescer(configuration: configuration.coalescer)
         self.budget = PushToStartBudget(configuration: configuration.pushToStart)
+        self.sendBudget = SendBudget(limit: configuration.maxInFlight)
         trackers.assign(Self.trackerPartition(.commands, partition))
         trackers.assign(Self.trackerPartition(.tokens, partition))
         trackers.assign(Self.trackerPartition(.starts, partition))
@@ -385,7 +393,15 @@ public struct PartitionDispatcher: Sendable {
     }
 
     func makeFanOut(_ activity: ActivityID) -> FanOut {
-        FanOut(activityID: activity, version: coalescer.state(of: activity)?.version ?? 0, configuration: configuration.fanOut)
+        makeFanOut(activity, version: coalescer.state(of: activity)?.version ?? 0)
+    }
+
+    /// A fan-out that starts sends only when the partition's budget gives
+    /// it some (``continueSending(_:now:)``).
+    func makeFanOut(_ activity: ActivityID, version: UInt64) -> FanOut {
+        var fanOut = FanOut(activityID: activity, version: version, configuration: configuration.fanOut)
+        fanOut.allowance = 0
+        return fanOut
     }
 
     // MARK: Records
@@ -607,6 +623,13 @@ public struct PartitionDispatcher: Sendable {
     public mutating func sendCompleted(
         _ send: Send, outcome: FanOut.Outcome, now: UnixTime, jitter: Double
     ) -> [Action] {
+        sendBudget.ended()
+        return sendEnded(send, outcome: outcome, now: now, jitter: jitter) + serveWaitingSenders(now: now)
+    }
+
+    private mutating func sendEnded(
+        _ send: Send, outcome: FanOut.Outcome, now: UnixTime, jitter: Double
+    ) -> [Action] {
         if let offset = send.audienceStart {
             return audienceStartSent(offset, send, outcome: outcome, now: now, jitter: jitter)
         }
@@ -799,16 +822,27 @@ public struct PartitionDispatcher: Sendable {
     mutating func perform(_ fanOutActions: [FanOut.Action], for activity: ActivityID, now: UnixTime) -> [Action] {
         var actions: [Action] = []
         var pending = fanOutActions[...]
-        while let action = pending.popFirst() {
+        while true {
+            guard let action = pending.popFirst() else {
+                // Sends the partition's budget lets start now, if tokens wait.
+                let more = continueSending(.activity(activity), now: now)
+                if more.isEmpty { break }
+                pending.append(contentsOf: more)
+                continue
+            }
             switch action {
             case .send(DeviceToken.broadcastChannel, let push):
                 let (send, settled) = broadcastSend(push, activity: activity, now: now)
-                if let send { actions.append(.send(send)) }
+                if let send {
+                    sendBudget.started()
+                    actions.append(.send(send))
+                }
                 pending.append(contentsOf: settled)
             case .send(let token, let push):
                 let registered = registrations[activity]?[token]
                 switch payload(for: push) {
                 case .success(let payload):
+                    sendBudget.started()
                     actions.append(.send(Send(
                         activityID: activity, token: token, environment: registered?.environment ?? configuration.defaultEnvironment,
                         app: registered?.app, push: push, payload: payload)))

@@ -28,7 +28,7 @@ struct DispatcherSimulation {
     static let configuration = PartitionDispatcher.Configuration(
         coalescer: .init(window: 0.25, maxDelay: 1.0),
         fanOut: .init(maxInFlight: 2, retry: RetryPolicy(maxAttempts: 1000, maxElapsed: 1e9, baseDelay: 0.05, maxDelay: 0.5)),
-        sweepInterval: 5)
+        sweepInterval: 5, maxInFlight: 3)
 
     init(seed: UInt64, restoredTokens: [(ActivityID, DeviceToken)]) {
         generator = SplitMix64(seed: seed)
@@ -68,6 +68,9 @@ struct DispatcherSimulation {
             case .send(let send):
                 if inFlight.contains(send.token) { violations.append("two sends in flight to \(send.token)") }
                 inFlight.insert(send.token)
+                if inFlight.count > Self.configuration.maxInFlight {
+                    violations.append("\(inFlight.count) sends in flight in a partition limited to \(Self.configuration.maxInFlight)")
+                }
                 if let last = received[send.token]?.last, send.push.version <= last.version {
                     violations.append("token \(send.token) sent version \(send.push.version) after it received \(last.version)")
                 }
@@ -94,6 +97,9 @@ struct DispatcherSimulation {
             case .channel(let request):
                 violations.append("unexpected channel request \(request)")
             }
+        }
+        if machine.sendsInFlight != inFlight.count {
+            violations.append("the machine counts \(machine.sendsInFlight) sends in flight, not \(inFlight.count)")
         }
     }
 
