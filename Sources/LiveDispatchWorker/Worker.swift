@@ -266,7 +266,7 @@ public final class Worker: Sendable {
         let trustRoots = try Self.trustRoots(apns)
         func clientConfiguration(_ endpoint: APNsClientConfiguration.Endpoint) -> APNsClientConfiguration {
             APNsClientConfiguration(
-                endpoint: endpoint, connections: apns.connections, maxQueued: max(1000, configuration.limits.maxInFlightPerActivity * 4),
+                endpoint: endpoint, connections: apns.connections, maxQueued: max(1000, configuration.limits.maxInFlightPerWorker),
                 requestTimeout: apns.requestTimeout, additionalTrustRoots: trustRoots)
         }
         let apps = configuration.resolvedApps

@@ -173,6 +173,7 @@ struct ConfigurationKey: Sendable {
         .integer("backpressure.low_watermark", 0...10_000_000, \.backpressure.lowWatermark),
         .integer("limits.max_event_bytes", 64...(64 << 20), \.limits.maxEventBytes),
         .integer("limits.max_in_flight_per_activity", 1...100_000, \.limits.maxInFlightPerActivity),
+        .integer("limits.max_in_flight_per_worker", 1...1_000_000, \.limits.maxInFlightPerWorker),
         .integer("push_to_start.max_starts_per_hour", 1...3600, \.pushToStart.maxStartsPerHour),
         .string("admin.listen", \.admin.listen),
         .duration("http.idle_timeout", \.http.idleTimeout),

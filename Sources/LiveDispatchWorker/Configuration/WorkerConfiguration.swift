@@ -128,6 +128,11 @@ public struct WorkerConfiguration: Sendable, Hashable {
         public var maxEventBytes = 1 << 20
         /// Sends in flight at once for one activity.
         public var maxInFlightPerActivity = 256
+        /// Sends in flight at once for the whole worker, shared evenly by
+        /// the partitions it owns; each partition's share goes to its
+        /// activities in turn. Bounds the worker's memory however many
+        /// activities fan out at once.
+        public var maxInFlightPerWorker = 16_384
     }
 
     public struct PushToStart: Sendable, Hashable {
@@ -225,6 +230,7 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var partitionDispatcher: PartitionDispatcher.Configuration {
         PartitionDispatcher.Configuration(
             coalescer: coalescer, fanOut: fanOut, defaultEnvironment: apns.environment, topicPrefix: kafka.topicPrefix,
-            pushToStart: PushToStartBudget.Configuration(maxStartsPerHour: pushToStart.maxStartsPerHour), apps: appDirectory)
+            pushToStart: PushToStartBudget.Configuration(maxStartsPerHour: pushToStart.maxStartsPerHour), apps: appDirectory,
+            maxInFlight: limits.maxInFlightPerWorker)
     }
 }

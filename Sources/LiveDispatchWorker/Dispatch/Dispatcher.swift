@@ -153,6 +153,7 @@ public final class Dispatcher: Service, Sendable {
             table.withLock { $0.joined = true }
             let numbers = Set(partitions.filter { $0.topic == configuration.topic(.commands) }.map(\.partition))
             for number in numbers.sorted() { assign(number) }
+            shareSendLimit()
         case .revoked(let partitions, let lost):
             let numbers = Set(partitions.map(\.partition))
             // The range assignor revokes everything when a rebalance starts: until
@@ -202,6 +203,15 @@ public final class Dispatcher: Service, Sendable {
         logger.info("Partition assigned; restoring its state and tokens", metadata: ["kafka.partition": "\(number)"])
         reportPartitions()
         stage.schedule { [self] in await restore(runner) }
+    }
+
+    /// Gives each owned partition an even share of the worker's limit on
+    /// sends in flight (`limits.max_in_flight_per_worker`).
+    private func shareSendLimit() {
+        let runners = table.withLock { Array($0.runners.values) }
+        guard !runners.isEmpty else { return }
+        let share = max(1, configuration.limits.maxInFlightPerWorker / runners.count)
+        for runner in runners { runner.apply { machine, now in machine.setSendLimit(share, now: now) } }
     }
 
     /// Publishes how many partitions this worker owns and how many of them are still restoring.
