@@ -177,6 +177,11 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         worker = try WorkerProcess(configuration: configurationPath, log: restartLogPath)
         try await worker.waitUntilReady(admin: admin, timeout: max(120, Double(tokens) / 5_000))
         let untilReady = (ContinuousClock.now - restoreStart).seconds
+        // The worker reports ready as its last partition restores, and logs
+        // that restore just after: wait for every partition's line.
+        try await waitFor("a `Partition restored` line for each of the \(partitions) partitions", timeout: 30) {
+            Self.restoreReport(log: restartLogPath).partitions >= partitions
+        }
         let restored = Self.restoreReport(log: restartLogPath)
         worker.stop()
         try await producer.flush()
@@ -235,7 +240,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
 
     /// Tokens restored and the longest partition restore (partitions restore
     /// concurrently), from the worker's `Partition restored` log lines.
-    static func restoreReport(log: String) -> (tokens: Int, seconds: Double) {
+    static func restoreReport(log: String) -> (tokens: Int, seconds: Double, partitions: Int) {
         let lines = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").filter { $0.contains("Partition restored") }
         func value(_ name: String, _ line: Substring) -> Double? {
             guard let range = line.range(of: name + "=") else { return nil }
@@ -243,7 +248,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         }
         let tokens = lines.compactMap { value("restore.tokens", $0) }.reduce(0, +)
         let seconds = lines.compactMap { value("restore.seconds", $0) }.max() ?? .nan
-        return (Int(exactly: tokens) ?? 0, seconds)
+        return (Int(exactly: tokens) ?? 0, seconds, lines.count)
     }
 
     /// A 32-byte token that tells its index.
