@@ -141,8 +141,12 @@ struct WorkerEndToEndTests {
         // The backlog gauge is set when scraped; with nothing left to do it reads 0.
         try await waitFor("livedispatch_records_in_progress to read 0") {
             let scraped = try stack.metrics(port: adminPort)
-            let sample = scraped.split(separator: "\n").first { $0.hasPrefix("livedispatch_records_in_progress ") }
-            return sample.flatMap { Double($0.split(separator: " ").last ?? "") } == 0 ? true : nil
+            func gauge(_ name: String) -> Double? {
+                scraped.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+            }
+            // The worker-wide limit on sends in flight, shared by the partitions it owns.
+            return gauge("livedispatch_records_in_progress") == 0 && gauge("livedispatch_sends_in_flight") == 0
+                && gauge("livedispatch_sends_in_flight_limit") == 16_384 ? true : nil
         }
         #expect(try await worker.stop() == 0)
     }

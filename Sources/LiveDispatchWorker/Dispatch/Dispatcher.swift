@@ -132,9 +132,12 @@ public final class Dispatcher: Service, Sendable {
     }
 
     /// Sets `livedispatch_records_in_progress` to the records in progress
-    /// now; called when metrics are scraped, so the hot path never updates it.
+    /// now, and `livedispatch_sends_in_flight` to the sends in flight;
+    /// called when metrics are scraped, so the hot path never updates them.
     public func recordBacklog() {
         metrics.backlog(outstandingTotal.load(ordering: .relaxed))
+        let runners = table.withLock { Array($0.runners.values) }
+        metrics.sendsInFlight(runners.reduce(0) { $0 + $1.sendsInFlight }, limit: configuration.limits.maxInFlightPerWorker)
     }
 
     public func run() async throws {

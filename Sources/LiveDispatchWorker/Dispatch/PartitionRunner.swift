@@ -54,6 +54,7 @@ final class PartitionRunner: Sendable {
     var isIdle: Bool { box.withLock { $0.machine.isIdle } }
     var isCatchingUp: Bool { box.withLock { $0.machine.isCatchingUp } }
     var outstanding: Int { box.withLock { $0.machine.outstanding } }
+    var sendsInFlight: Int { box.withLock { $0.machine.sendsInFlight } }
 
     /// Stops the partition: its timer is cancelled and later inputs are dropped.
     func close() {

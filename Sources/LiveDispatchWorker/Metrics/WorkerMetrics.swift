@@ -93,4 +93,9 @@ public struct WorkerMetrics: Sendable {
     func backlog(_ count: Int) {
         Gauge(label: "livedispatch_records_in_progress", dimensions: [], factory: factory).record(count)
     }
+
+    func sendsInFlight(_ count: Int, limit: Int) {
+        Gauge(label: "livedispatch_sends_in_flight", dimensions: [], factory: factory).record(count)
+        Gauge(label: "livedispatch_sends_in_flight_limit", dimensions: [], factory: factory).record(limit)
+    }
 }
