@@ -92,8 +92,7 @@ public struct FanOut: Sendable {
     /// Slots in ``tokens`` waiting for a send. An entry whose token moved
     /// (swap-remove) or was removed is skipped; a queued token that moved is
     /// queued again under its new slot.
-    private var ready: [UInt32] = []
-    private var readyHead = 0
+    private var ready = FIFOQueue<UInt32>()
     private var inFlightCount = 0
     private var reportedThrough: UInt64
     /// Sends the owner lets this fan-out start before it asks again; each
@@ -319,9 +318,8 @@ public struct FanOut: Sendable {
     /// Starts sends from the ready queue up to the in-flight limit and the allowance.
     private mutating func pump(into actions: inout [Action]) {
         guard let latest else { return }
-        while inFlightCount < configuration.maxInFlight, allowance > 0, readyHead < ready.count {
-            let slot = Int(ready[readyHead])
-            readyHead += 1
+        while inFlightCount < configuration.maxInFlight, allowance > 0, let next = ready.popFirst() {
+            let slot = Int(next)
             guard slot < tokens.count, tokens[slot: slot].queued else { continue }
             var state = tokens[slot: slot]
             state.queued = false
@@ -354,13 +352,6 @@ public struct FanOut: Sendable {
             if allowance != .max { allowance -= 1 }
             sent[latest.version, default: (latest, 0)].count += 1
             actions.append(.send(tokens.tokens[slot], push))
-        }
-        if readyHead == ready.count {
-            ready.removeAll(keepingCapacity: true)
-            readyHead = 0
-        } else if readyHead > 1024 && readyHead * 2 > ready.count {
-            ready.removeFirst(readyHead)
-            readyHead = 0
         }
     }
 

@@ -19,8 +19,7 @@ struct SendBudget: Sendable {
 
     private(set) var limit: Int
     private(set) var inFlight = 0
-    private var line: [Sender] = []
-    private var head = 0
+    private var line = FIFOQueue<Sender>()
     private var waiting: Set<Sender> = []
 
     init(limit: Int) {
@@ -42,18 +41,7 @@ struct SendBudget: Sendable {
 
     /// The first sender in line, taken out of it.
     mutating func next() -> Sender? {
-        defer {
-            if head == line.count {
-                line.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head > 1024 && head * 2 > line.count {
-                line.removeFirst(head)
-                head = 0
-            }
-        }
-        while head < line.count {
-            let sender = line[head]
-            head += 1
+        while let sender = line.popFirst() {
             if waiting.remove(sender) != nil { return sender }
         }
         return nil
