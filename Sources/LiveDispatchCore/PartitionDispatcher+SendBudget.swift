@@ -28,6 +28,11 @@ struct SendBudget: Sendable {
 
     /// Sends that may start now.
     var available: Int { max(0, limit - inFlight) }
+
+    /// Places freed before the line is served: a turn costs a few lookups
+    /// by activity id, so under a large limit a turn starts a run of sends
+    /// rather than one (at most 1/32 of the limit is held back for it).
+    var turnSize: Int { max(1, min(64, limit / 32)) }
     var isLineEmpty: Bool { waiting.isEmpty }
 
     mutating func started() { inFlight += 1 }
@@ -101,6 +106,7 @@ extension PartitionDispatcher {
     /// waiting after its turn goes back to the end.
     mutating func serveWaitingSenders(now: UnixTime) -> [Action] {
         var actions: [Action] = []
+        guard sendBudget.available >= sendBudget.turnSize else { return actions }
         while sendBudget.available > 0, let sender = sendBudget.next() {
             let fanOutActions = resume(sender, now: now)
             switch sender {

@@ -73,6 +73,30 @@ struct SendBudgetTests {
         #expect(machine.sendsInFlight == 0)
     }
 
+    @Test("under a larger limit a turn starts a run of sends: places freed are gathered first")
+    func turnsInRuns() throws {
+        // A limit of 64 gathers 2 places a turn.
+        var machine = try partition(limit: 64, perActivity: 40, activities: 3, tokens: 50)
+        var inFlight = try publish(&machine, activities: 3)
+        #expect(inFlight.count == 64)
+        let first = inFlight.removeFirst()
+        #expect(Self.sends(machine.sendCompleted(first, outcome: .delivered, now: now + 1, jitter: 0)).isEmpty, "one place is not a turn")
+        let second = inFlight.removeFirst()
+        let run = Self.sends(machine.sendCompleted(second, outcome: .delivered, now: now + 1, jitter: 0))
+        #expect(run.count == 2)
+        #expect(Set(run.map(\.activityID)).count == 1, "one activity's turn")
+        #expect(run.first?.activityID != first.activityID, "the first in line, not the one that finished")
+        inFlight += run
+        var delivered = 2
+        while !inFlight.isEmpty {
+            inFlight += Self.sends(machine.sendCompleted(inFlight.removeFirst(), outcome: .delivered, now: now + 1, jitter: 0))
+            delivered += 1
+            #expect(inFlight.count <= 64)
+        }
+        #expect(delivered == 150)
+        #expect(machine.sendsInFlight == 0)
+    }
+
     @Test("a higher limit starts the sends that waited for it; a lower one lets those in flight finish")
     func limitChanges() throws {
         var machine = try partition(limit: 1, perActivity: 4, activities: 2, tokens: 3)
