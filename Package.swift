@@ -38,6 +38,7 @@ let package = Package(
             pkgConfig: "rdkafka",
             providers: [.apt(["librdkafka-dev"])]
         ),
+        .systemLibrary(name: "CMalloc"),
         .systemLibrary(
             name: "CNghttp2",
             pkgConfig: "libnghttp2",
@@ -107,6 +108,7 @@ let package = Package(
         .target(
             name: "LiveDispatchWorker",
             dependencies: [
+                .target(name: "CMalloc", condition: .when(platforms: [.linux])),
                 "LiveDispatchCore",
                 "LiveDispatchRules",
                 "Kafka",

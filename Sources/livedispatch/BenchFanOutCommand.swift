@@ -115,6 +115,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         var worker = try WorkerProcess(configuration: configurationPath, log: logPath)
         defer { worker.stop() }
         try await worker.waitUntilReady(admin: admin, timeout: 120)
+        let residentEmpty = worker.residentMegabytes()
 
         // Tokens, in chunks so the producer's queue stays bounded.
         let registerStart = ContinuousClock.now
@@ -183,6 +184,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
             Self.restoreReport(log: restartLogPath).partitions >= partitions
         }
         let restored = Self.restoreReport(log: restartLogPath)
+        let residentRestored = (now: worker.residentMegabytes(), peak: worker.peakResidentMegabytes())
         worker.stop()
         try await producer.flush()
         try await simulator.stop()
@@ -195,6 +197,8 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         print(String(format: "worker rss: %.0f MB before the update, %.0f MB at most during the fan-out (sampled)",
                      residentBefore, residentDuring.withLock { $0 }))
         print(String(format: "restore: %d tokens in %.2f s", restored.tokens, restored.seconds))
+        print(String(format: "worker rss: %.0f MB ready without tokens; restarted, %.0f MB once restored (peak %.0f MB)",
+                     residentEmpty, residentRestored.now, residentRestored.peak))
         print(String(format: "restart until ready: %.2f s (joining both groups, then the restore)", untilReady))
         print(String(format: "warm-up command dispatched in %.2f s", warmUp))
         print(String(format: "tokens registered and stored in %.2f s; activities: %d, connections: %d, partitions: %d, kafka: %@",

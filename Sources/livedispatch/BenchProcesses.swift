@@ -67,7 +67,7 @@ final class ChildProcess: Sendable {
     private let output = OutputBuffer()
     private let captured: Pipe?
 
-    init(_ arguments: [String], log: String, captureOutput: Bool, environment: [String: String] = [:]) throws {
+    init(_ arguments: [String], log: String, captureOutput: Bool) throws {
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         guard let logHandle = FileHandle(forWritingAtPath: log) else { throw BenchError(description: "cannot write \(log)") }
         logHandle.seekToEndOfFile()
@@ -75,9 +75,6 @@ final class ChildProcess: Sendable {
         process = Process()
         process.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
         process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { inherited, _ in inherited }
-        }
         process.standardError = logHandle
         process.standardInput = input
         if captureOutput {
@@ -159,12 +156,8 @@ final class ChildProcess: Sendable {
 struct WorkerProcess {
     private let child: ChildProcess
 
-    /// Runs as the container image does: with glibc's malloc limited to
-    /// two arenas (`deploy/docker/Dockerfile`), unless the environment says
-    /// otherwise.
     init(configuration: String, log: String) throws {
-        child = try ChildProcess(
-            ["run", "--config", configuration], log: log, captureOutput: false, environment: ["MALLOC_ARENA_MAX": "2"])
+        child = try ChildProcess(["run", "--config", configuration], log: log, captureOutput: false)
     }
 
     var isRunning: Bool { child.isRunning }

@@ -52,6 +52,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        MallocTuning.apply(environment: ProcessInfo.processInfo.environment)
         let level = logLevel.flatMap(Logger.Level.init(rawValue:))
             ?? ProcessInfo.processInfo.environment["LIVEDISPATCH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
             ?? (replay == nil ? .info : .warning)

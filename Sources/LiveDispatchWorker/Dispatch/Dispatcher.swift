@@ -218,9 +218,13 @@ public final class Dispatcher: Service, Sendable {
     }
 
     /// Publishes how many partitions this worker owns and how many of them are still restoring.
-    private func reportPartitions() {
+    /// Sets the partition gauges; returns how many partitions are restoring.
+    @discardableResult
+    private func reportPartitions() -> Int {
         let runners = table.withLock { Array($0.runners.values) }
-        metrics.partitions(owned: runners.count, restoring: runners.filter(\.isRestoring).count)
+        let restoring = runners.filter(\.isRestoring).count
+        metrics.partitions(owned: runners.count, restoring: restoring)
+        return restoring
     }
 
     private var services: DispatchServices {
@@ -283,7 +287,8 @@ public final class Dispatcher: Service, Sendable {
                     tokens += 1
                 }
                 guard runner.finishRestore() else { return }
-                reportPartitions()
+                // The last restore done: the records it fetched are free.
+                if reportPartitions() == 0 { MallocTuning.releaseFreeMemory() }
                 // A partition catching up reads on while others are paused:
                 // its held pushes wait for the end of its replay.
                 if !gate.withLock({ $0.isPaused }) || runner.isCatchingUp { try? consumer.resume(coPartitions(number)) }
