@@ -58,8 +58,8 @@ public struct FanOut: Sendable {
         case completed(through: UInt64)
     }
 
-    /// A few machine words per token: pushes in flight are held once per
-    /// version (``sent``), not per token.
+    /// Five machine words per token (40 bytes): pushes in flight are held
+    /// once per version (``sent``), not per token.
     struct TokenState: Sendable, Hashable {
         /// Newest version delivered or given up on; 0 for none.
         var done: UInt64
@@ -67,7 +67,7 @@ public struct FanOut: Sendable {
         var inFlightVersion: UInt64 = 0
         /// Sends of `attemptsVersion` to this token so far.
         var attemptsVersion: UInt64 = 0
-        var firstFailureAt: UnixTime?
+        private var firstFailure = CompactUnixTime(nil)
         var attempts: Int32 = 0
         var queued = false
         var retrying = false
@@ -75,6 +75,13 @@ public struct FanOut: Sendable {
         var inFlightAsStart = false
         /// A start was sent to this token and none has been delivered yet.
         var startOwed = false
+
+        init(done: UInt64) { self.done = done }
+
+        var firstFailureAt: UnixTime? {
+            get { firstFailure.value }
+            set { firstFailure = CompactUnixTime(newValue) }
+        }
     }
 
     public let activityID: ActivityID

@@ -182,18 +182,29 @@ public struct PartitionDispatcher: Sendable {
     /// What the machine keeps of a registration: a few words per token (the
     /// activity and token are the keys it is stored under).
     struct RegisteredToken: Sendable, Hashable, Expiring {
-        var environment: APNsEnvironment
-        var expiresAt: UnixTime?
-        var registeredAt: UnixTime?
+        // Six machine words (48 bytes): the dates without optional tags.
+        private var expires: CompactUnixTime
+        private var registered: CompactUnixTime
         /// What the token's `token-store` record says of its last push.
         var recorded: RecordedOutcome = .clear
         var app: String?
+        var environment: APNsEnvironment
 
         init(environment: APNsEnvironment, expiresAt: UnixTime?, registeredAt: UnixTime?, app: String?) {
             self.environment = environment
-            self.expiresAt = expiresAt
-            self.registeredAt = registeredAt
+            self.expires = CompactUnixTime(expiresAt)
+            self.registered = CompactUnixTime(registeredAt)
             self.app = app
+        }
+
+        var expiresAt: UnixTime? {
+            get { expires.value }
+            set { expires = CompactUnixTime(newValue) }
+        }
+
+        var registeredAt: UnixTime? {
+            get { registered.value }
+            set { registered = CompactUnixTime(newValue) }
         }
 
         init(_ registration: TokenRegistration) {

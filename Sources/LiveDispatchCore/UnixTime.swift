@@ -182,3 +182,20 @@ extension Int {
         }
     }
 }
+
+/// A `UnixTime?` in one word instead of two (a `Double` and the optional's
+/// tag, padded): NaN stands for none. For state kept per token, by the
+/// million. A time whose seconds are NaN reads back as none.
+struct CompactUnixTime: Sendable, Hashable {
+    /// The seconds' bit pattern, so that equality and hashing are bitwise
+    /// (NaN would never equal itself as a `Double`).
+    private var bits: UInt64
+
+    init(_ time: UnixTime?) {
+        bits = (time?.seconds).flatMap { $0.isNaN ? nil : $0.bitPattern } ?? Self.none
+    }
+
+    var value: UnixTime? { bits == Self.none ? nil : UnixTime(seconds: Double(bitPattern: bits)) }
+
+    private static let none = Double.nan.bitPattern
+}

@@ -40,6 +40,8 @@ struct BenchFanOutCommand: AsyncParsableCommand {
     @Option(name: .customLong("simulator-threads"), help: "Event loops of the simulator.") var simulatorThreads = 2
     @Option(name: .customLong("max-in-flight"), help: "limits.max_in_flight_per_activity of the worker.")
     var maxInFlight = 4_000
+    @Option(name: .customLong("max-in-flight-per-worker"), help: "limits.max_in_flight_per_worker of the worker (default: the worker's).")
+    var maxInFlightPerWorker: Int?
     @Option(help: "Rules directory the worker loads.") var rules = "Config/rules"
     @Flag(help: "Keep the worker's configuration and log (printed at the end).") var keep = false
 
@@ -279,6 +281,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         file.connections = connections
         file.window = "10ms"
         file.maxInFlightPerActivity = maxInFlight
+        file.maxInFlightPerWorker = maxInFlightPerWorker
         return file.yaml
     }
 }

@@ -19,6 +19,8 @@ struct BenchWorkerFile {
     var connections = 4
     var window = "10ms"
     var maxInFlightPerActivity = 256
+    /// The worker's default when nil.
+    var maxInFlightPerWorker: Int?
     var teamID = BenchFanOutCommand.teamID
     var keyID = BenchFanOutCommand.keyID
     var bundleID = BenchFanOutCommand.bundleID
@@ -50,7 +52,7 @@ struct BenchWorkerFile {
           window: \(window)
           max_delay: \(window)
         limits:
-          max_in_flight_per_activity: \(maxInFlightPerActivity)
+          max_in_flight_per_activity: \(maxInFlightPerActivity)\(maxInFlightPerWorker.map { "\n  max_in_flight_per_worker: \($0)" } ?? "")
         admin:
           listen: "127.0.0.1:\(adminPort)"
         """
