@@ -184,9 +184,20 @@ public struct KafkaConsumerConfiguration: Sendable {
             properties["enable.auto.commit"] = "false"
         }
         properties["enable.partition.eof"] = "false"
+        properties.merge(KafkaPrefetch.properties) { _, prefetch in prefetch }
         properties.merge(client.properties) { _, raw in raw }
         return properties
     }
+}
+
+/// How far librdkafka fetches ahead of a consumer, unless the configuration's
+/// raw properties say otherwise. Its defaults (100,000 records a partition,
+/// 64 MB a consumer) made a worker that restored a million tokens, a reader
+/// per partition at once, hold some 300 MB of fetched records at its peak;
+/// records are handed on in batches of about a thousand, so a few batches
+/// ahead keep the reads as fast (BENCHMARKS.md, "Fan-out").
+enum KafkaPrefetch {
+    static let properties = ["queued.min.messages": "32768", "queued.max.messages.kbytes": "16384"]
 }
 
 extension Duration {

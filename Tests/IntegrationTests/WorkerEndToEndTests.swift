@@ -146,7 +146,7 @@ struct WorkerEndToEndTests {
             }
             // The worker-wide limit on sends in flight, shared by the partitions it owns.
             return gauge("livedispatch_records_in_progress") == 0 && gauge("livedispatch_sends_in_flight") == 0
-                && gauge("livedispatch_sends_in_flight_limit") == 16_384 ? true : nil
+                && gauge("livedispatch_sends_in_flight_limit") == 4_096 ? true : nil
         }
         #expect(try await worker.stop() == 0)
     }

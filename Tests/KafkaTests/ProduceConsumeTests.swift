@@ -117,6 +117,11 @@ struct ProduceConsumeTests {
         #expect(properties["allow.auto.create.topics"] == nil)  // librdkafka's consumer default: false
         #expect(properties["security.protocol"] == "SASL_SSL")
         #expect(properties["session.timeout.ms"] == "7000")
+        // A small prefetch unless the raw properties name one.
+        #expect(properties["queued.max.messages.kbytes"] == "16384")
+        #expect(properties["queued.min.messages"] == "32768")
+        client.properties["queued.max.messages.kbytes"] = "65536"
+        #expect(KafkaConsumerConfiguration(client: client, groupID: "g").librdkafkaProperties["queued.max.messages.kbytes"] == "65536")
         let producer = KafkaProducerConfiguration(client: client, linger: .milliseconds(20)).librdkafkaProperties
         #expect(producer["linger.ms"] == "20")
         #expect(producer["partitioner"] == "murmur2_random")

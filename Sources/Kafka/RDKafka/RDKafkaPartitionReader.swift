@@ -16,10 +16,6 @@ final class RDKafkaPartitionReader: Sendable {
     private let handle: RDKafkaHandle
     private let logger: Logger
 
-    /// Records and kilobytes fetched ahead of the reader, at most (about).
-    static let prefetchRecords = 32_768
-    static let prefetchKilobytes = 16_384
-
     init(properties: [String: String], logger: Logger) throws(KafkaError) {
         var properties = properties
         // A group id is needed for the consumer API; this one never joins or commits.
@@ -28,14 +24,8 @@ final class RDKafkaPartitionReader: Sendable {
         properties["enable.auto.offset.store"] = "false"
         properties["enable.partition.eof"] = "true"
         properties["auto.offset.reset"] = "earliest"
-        // A worker restores all its partitions at once, a reader each; with
-        // librdkafka's default prefetch (100,000 records or 64 MB a reader)
-        // a restore of a million tokens held some 300 MB of fetched records
-        // at its peak. The reader hands records on in batches of 1,024, so
-        // a few batches ahead are enough. Properties the configuration
-        // names win.
-        properties["queued.min.messages"] = properties["queued.min.messages"] ?? "\(Self.prefetchRecords)"
-        properties["queued.max.messages.kbytes"] = properties["queued.max.messages.kbytes"] ?? "\(Self.prefetchKilobytes)"
+        // A worker restores all its partitions at once, a reader each.
+        properties.merge(KafkaPrefetch.properties) { configured, _ in configured }
         self.handle = try RDKafkaHandle(kind: .consumer, properties: properties, context: RDKafkaClientContext(logger: logger))
         self.logger = logger
         rd_kafka_poll_set_consumer(handle.pointer)
