@@ -58,6 +58,11 @@ extension PartitionDispatcher {
     public var sendsInFlight: Int { sendBudget.inFlight }
     /// The partition's limit on ``sendsInFlight``.
     public var sendLimit: Int { sendBudget.limit }
+    /// Its sends in flight and whether fan-outs wait for a place: what the
+    /// worker shares its limit by (``SendLimitShares``).
+    public var sendDemand: SendLimitShares.Demand {
+        SendLimitShares.Demand(inFlight: sendBudget.inFlight, waiting: !sendBudget.isLineEmpty)
+    }
 
     /// Changes the partition's limit on sends in flight (the worker shares
     /// its own among the partitions it owns); a higher limit starts sends

@@ -141,6 +141,10 @@ public final class Dispatcher: Service, Sendable {
     }
 
     public func run() async throws {
+        let sharing = eventLoops.next().scheduleRepeatedTask(
+            initialDelay: Self.sendLimitSharingInterval, delay: Self.sendLimitSharingInterval
+        ) { [self] _ in shareSendLimit() }
+        defer { sharing.cancel() }
         try await stage.run(handle: { self.handle($0) }, drain: { await self.drain() })
     }
 
@@ -208,14 +212,22 @@ public final class Dispatcher: Service, Sendable {
         stage.schedule { [self] in await restore(runner) }
     }
 
-    /// Gives each owned partition an even share of the worker's limit on
-    /// sends in flight (`limits.max_in_flight_per_worker`).
+    /// Shares the worker's limit on sends in flight
+    /// (`limits.max_in_flight_per_worker`) among the partitions it owns, by
+    /// their demand (``SendLimitShares``); a partition whose share is
+    /// unchanged is not touched.
     private func shareSendLimit() {
-        let runners = table.withLock { Array($0.runners.values) }
+        let runners = table.withLock { $0.runners.sorted { $0.key < $1.key }.map(\.value) }
         guard !runners.isEmpty else { return }
-        let share = max(1, configuration.limits.maxInFlightPerWorker / runners.count)
-        for runner in runners { runner.apply { machine, now in machine.setSendLimit(share, now: now) } }
+        let demands = runners.map(\.sendDemand)
+        let shares = SendLimitShares.shares(of: configuration.limits.maxInFlightPerWorker, among: demands)
+        for (runner, share) in zip(runners, shares) where runner.sendLimit != share {
+            runner.apply { machine, now in machine.setSendLimit(share, now: now) }
+        }
     }
+
+    /// How often the shares of the send limit follow the partitions' demand.
+    static let sendLimitSharingInterval = TimeAmount.milliseconds(50)
 
     /// Publishes how many partitions this worker owns and how many of them are still restoring.
     /// Sets the partition gauges; returns how many partitions are restoring.

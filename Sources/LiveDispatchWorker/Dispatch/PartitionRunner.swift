@@ -55,6 +55,8 @@ final class PartitionRunner: Sendable {
     var isCatchingUp: Bool { box.withLock { $0.machine.isCatchingUp } }
     var outstanding: Int { box.withLock { $0.machine.outstanding } }
     var sendsInFlight: Int { box.withLock { $0.machine.sendsInFlight } }
+    var sendDemand: SendLimitShares.Demand { box.withLock { $0.machine.sendDemand } }
+    var sendLimit: Int { box.withLock { $0.machine.sendLimit } }
 
     /// Stops the partition: its timer is cancelled and later inputs are dropped.
     func close() {
