@@ -38,6 +38,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
     @Option(help: "HTTP/2 connections to APNs, for the worker and the client alone.") var connections = 4
     @Option(help: "Partitions of each topic.") var partitions = 6
     @Option(name: .customLong("simulator-threads"), help: "Event loops of the simulator.") var simulatorThreads = 2
+    @Option(help: "Milliseconds the simulator waits before answering each push (APNs far away).") var latency: Int64 = 0
     @Option(name: .customLong("max-in-flight"), help: "limits.max_in_flight_per_activity of the worker.")
     var maxInFlight = 4_000
     @Option(name: .customLong("max-in-flight-per-worker"), help: "limits.max_in_flight_per_worker of the worker (default: the worker's).")
@@ -56,6 +57,9 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         guard connections >= 1, partitions >= 1, simulatorThreads >= 1, maxInFlight >= 1 else {
             throw ValidationError("--connections, --partitions, --simulator-threads and --max-in-flight must be at least 1")
         }
+        guard (0...60_000).contains(latency) else {
+            throw ValidationError("--latency: expected 0 to 60000 milliseconds, got \(latency)")
+        }
     }
 
     func run() async throws {
@@ -72,7 +76,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         let simulator = try await APNsSimulator.start(
             configuration: .init(
                 teamID: Self.teamID, keyID: Self.keyID, publicKey: key.publicKey, bundleID: Self.bundleID,
-                historyLimit: 1_000, threads: simulatorThreads),
+                faults: SimulatorFaults(latencyMilliseconds: latency), historyLimit: 1_000, threads: simulatorThreads),
             logger: logger)
         let certificatePath = directory.appendingPathComponent("simulator.pem").path
         try Data(simulator.certificate.certificatePEM.utf8).write(to: URL(fileURLWithPath: certificatePath))

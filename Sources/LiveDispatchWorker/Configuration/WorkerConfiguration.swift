@@ -128,14 +128,14 @@ public struct WorkerConfiguration: Sendable, Hashable {
         public var maxEventBytes = 1 << 20
         /// Sends in flight at once for one activity.
         public var maxInFlightPerActivity = 256
-        /// Sends in flight at once for the whole worker, shared evenly by
-        /// the partitions it owns; each partition's share goes to its
-        /// activities in turn. Bounds the worker's memory however many
-        /// activities fan out at once. APNs carries 500–1,500 streams per
-        /// connection: sends beyond what the connections carry only wait
-        /// in the pool's queue (a 1M-token fan-out grew the worker by
-        /// 60–90 MB with 16,384 and 14 MB with 4,096, and was no faster;
-        /// BENCHMARKS.md).
+        /// Sends in flight at once for the whole worker, shared by the
+        /// partitions it owns by demand (``SendLimitShares``); each
+        /// partition's share goes to its activities in turn. Bounds the
+        /// worker's memory however many activities fan out at once. APNs
+        /// carries 500–1,500 streams per connection: sends beyond what the
+        /// connections carry only wait in the pool's queue (a 1M-token
+        /// fan-out grew the worker by 49–90 MB with 16,384 and 13–27 MB
+        /// with 4,096, and was no faster; BENCHMARKS.md).
         public var maxInFlightPerWorker = 4_096
     }
 
