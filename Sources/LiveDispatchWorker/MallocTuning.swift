@@ -16,9 +16,9 @@ import CMalloc
 /// An operator's `MALLOC_ARENA_MAX`, `MALLOC_MMAP_THRESHOLD_` or
 /// `MALLOC_TRIM_THRESHOLD_` wins over each. (BENCHMARKS.md, "Fan-out".)
 public enum MallocTuning {
-    public static let arenas: Int32 = 2
-    public static let mmapThresholdBytes: Int32 = 128 * 1024
-    public static let trimThresholdBytes: Int32 = 256 * 1024
+    private static let arenas: Int32 = 2
+    private static let mmapThresholdBytes: Int32 = 128 * 1024
+    private static let trimThresholdBytes: Int32 = 256 * 1024
 
     /// Applies the settings the environment does not set itself; call it
     /// first thing, before threads allocate.

@@ -217,7 +217,7 @@ public final class Dispatcher: Service, Sendable {
     /// their demand (``SendLimitShares``); a partition whose share is
     /// unchanged is not touched.
     private func shareSendLimit() {
-        let runners = table.withLock { $0.runners.sorted { $0.key < $1.key }.map(\.value) }
+        let runners = table.withLock { Array($0.runners.values) }
         guard !runners.isEmpty else { return }
         let demands = runners.map(\.sendDemand)
         let shares = SendLimitShares.shares(of: configuration.limits.maxInFlightPerWorker, among: demands)
@@ -229,8 +229,8 @@ public final class Dispatcher: Service, Sendable {
     /// How often the shares of the send limit follow the partitions' demand.
     static let sendLimitSharingInterval = TimeAmount.milliseconds(50)
 
-    /// Publishes how many partitions this worker owns and how many of them are still restoring.
-    /// Sets the partition gauges; returns how many partitions are restoring.
+    /// Publishes how many partitions this worker owns and how many of them
+    /// are still restoring; returns the latter.
     @discardableResult
     private func reportPartitions() -> Int {
         let runners = table.withLock { Array($0.runners.values) }
