@@ -41,7 +41,7 @@ final class APNsMetrics: Sendable {
         pings = Counter(label: "apns_pings_total", dimensions: [], factory: factory)
         delivered = Counter(label: "apns_requests_total", dimensions: [("status", "200"), ("reason", "")], factory: factory)
         var outcomes: [String: Counter] = [:]
-        for label in ["delivered", "token_invalid", "permanent", "retryable", "misconfigured"] {
+        for label in APNsOutcome.labels {
             outcomes[label] = Counter(label: "apns_outcomes_total", dimensions: [("outcome", label)], factory: factory)
         }
         self.outcomes = outcomes

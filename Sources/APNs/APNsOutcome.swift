@@ -34,6 +34,9 @@ public enum APNsOutcome: Sendable, Hashable {
         }
     }
 
+    /// Every ``label``, for metrics made ahead of the first push.
+    public static let labels = ["delivered", "token_invalid", "permanent", "retryable", "misconfigured"]
+
     /// A short label for metrics and logs: `delivered`, `token_invalid`, …
     public var label: String {
         switch self {

@@ -1,3 +1,5 @@
+import CRdKafka
+
 /// What every Kafka client needs: where the cluster is, who we are, and any
 /// raw librdkafka properties (`security.protocol`, `sasl.*`, `ssl.*`, …)
 /// passed through unchanged. Raw properties are applied last, so they win
@@ -196,8 +198,19 @@ public struct KafkaConsumerConfiguration: Sendable {
 /// per partition at once, hold some 300 MB of fetched records at its peak;
 /// records are handed on in batches of about a thousand, so a few batches
 /// ahead keep the reads as fast (BENCHMARKS.md, "Fan-out").
+///
+/// Once that much is queued, librdkafka (2.2 and later) waits
+/// `fetch.queue.backoff.ms`, a second by default, before it fetches the
+/// partition again, although a busy consumer drains the queue in a fraction
+/// of that: it read a million-record partition at a fifth of the speed the
+/// consumer could take. So the wait is 10 ms, where librdkafka knows the
+/// property (older ones refuse it).
 enum KafkaPrefetch {
-    static let properties = ["queued.min.messages": "32768", "queued.max.messages.kbytes": "16384"]
+    static let properties: [String: String] = {
+        var properties = ["queued.min.messages": "32768", "queued.max.messages.kbytes": "16384"]
+        if rd_kafka_version() >= 0x0202_0000 { properties["fetch.queue.backoff.ms"] = "10" }
+        return properties
+    }()
 }
 
 extension Duration {

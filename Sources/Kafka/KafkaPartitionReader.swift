@@ -22,6 +22,19 @@ public struct KafkaPartitionReader: Sendable {
         topic: String, partition: Int32, timeout: Duration = .seconds(30),
         _ body: (KafkaRecord) async throws -> Void
     ) async throws -> Int64 {
+        try await readBatchesToEnd(topic: topic, partition: partition, timeout: timeout) { records in
+            for record in records { try await body(record) }
+        }
+    }
+
+    /// ``readToEnd(topic:partition:timeout:_:)`` a batch at a time (up to
+    /// 1,024 records, in offset order), for a caller that applies a batch
+    /// under one lock take.
+    @discardableResult
+    public func readBatchesToEnd(
+        topic: String, partition: Int32, timeout: Duration = .seconds(30),
+        _ body: ([KafkaRecord]) async throws -> Void
+    ) async throws -> Int64 {
         let properties = configuration.librdkafkaProperties
         let reader = try RDKafkaPartitionReader(properties: properties, logger: logger)
         let buffer = BoundedEventBuffer<RestoreEvent>(capacity: 16)
@@ -34,7 +47,7 @@ public struct KafkaPartitionReader: Sendable {
             for event in events {
                 switch event {
                 case .records(let records):
-                    for record in records { try await body(record) }
+                    try await body(records)
                 case .caughtUp(let endOffset):
                     return endOffset
                 case .failed(let error):

@@ -42,6 +42,10 @@ public struct FanOut: Sendable {
         case permanent(reason: String)
         /// 429, 5xx, timeouts, resets; `after` is the server's `retry-after`.
         case retryable(reason: String, after: Double?)
+
+        public var isRetryable: Bool {
+            if case .retryable = self { true } else { false }
+        }
     }
 
     public enum Action: Sendable, Hashable {
@@ -142,6 +146,17 @@ public struct FanOut: Sendable {
         guard push.version >= reportedThrough, latest == nil else { return }
         latest = push
         reportedThrough = push.version
+    }
+
+    /// Adds tokens restored from the changelog: each counts as holding the
+    /// latest version (``restoreLatest(_:)``), and nothing is sent. One
+    /// call for all of an activity's tokens, in their order.
+    public mutating func restoreTokens(_ restored: [DeviceToken]) {
+        let done = latest?.version ?? reportedThrough
+        tokens.reserveCapacity(tokens.count + restored.count)
+        var added = 0
+        for token in restored where tokens.insertIfAbsent(token, TokenState(done: done)) { added += 1 }
+        if added > 0 { doneCounts[done, default: 0] += added }
     }
 
     /// Adds a token. With `sendCurrent`, it is sent the latest version (a

@@ -279,6 +279,9 @@ private struct JSONParser {
         return scalar
     }
 
+    /// 10^0 through 10^22: the powers of ten a Double holds exactly.
+    static let powersOfTen: [Double] = (0...22).map { exponent in (0..<exponent).reduce(1.0) { value, _ in value * 10 } }
+
     mutating func parseNumber() throws(JSONParseError) -> JSONValue {
         let start = index
         var isInteger = true
@@ -301,13 +304,24 @@ private struct JSONParser {
                 index += 1
             }
         }
+        // A decimal of at most 15 digits is its digits over a power of ten,
+        // both exact in a Double, so one division rounds it as strtod would.
+        var fraction: (digits: UInt64, count: Int)?
         if !isAtEnd && bytes[index] == UInt8(ascii: ".") {
             isInteger = false
             index += 1
             guard !isAtEnd, isDigit(bytes[index]) else { throw error("invalid number, expected a digit after '.'", at: start) }
-            while !isAtEnd && isDigit(bytes[index]) { index += 1 }
+            var digits = overflow ? UInt64.max : magnitude.magnitude
+            var count = 0
+            while !isAtEnd && isDigit(bytes[index]) {
+                if digits < 100_000_000_000_000 { digits = digits * 10 + UInt64(bytes[index] &- UInt8(ascii: "0")) } else { digits = .max }
+                count += 1
+                index += 1
+            }
+            fraction = (digits, count)
         }
         if !isAtEnd && (bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E")) {
+            fraction = nil
             isInteger = false
             index += 1
             if !isAtEnd && (bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-")) { index += 1 }
@@ -317,6 +331,10 @@ private struct JSONParser {
         if isInteger && !overflow {
             if negative { return .integer(magnitude) }
             if magnitude != Int64.min { return .integer(-magnitude) }
+        }
+        if let fraction, fraction.digits < 1_000_000_000_000_000, fraction.count < Self.powersOfTen.count {
+            let value = Double(fraction.digits) / Self.powersOfTen[fraction.count]
+            return .double(negative ? -value : value)
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         guard let double = Double(text), double.isFinite else {

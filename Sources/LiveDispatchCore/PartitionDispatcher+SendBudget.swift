@@ -91,7 +91,12 @@ extension PartitionDispatcher {
     /// it in line behind those already waiting. Returns the fan-out's
     /// actions to perform next.
     mutating func continueSending(_ sender: SendBudget.Sender, now: UnixTime) -> [FanOut.Action] {
-        guard withFanOut(sender, \.wantsToSend) == true else { return [] }
+        let wantsToSend =
+            switch sender {
+            case .activity(let activity): deliveries[activity]?.fanOut.wantsToSend == true
+            case .audienceStart(let offset): audienceDeliveries[offset]?.fanOut.wantsToSend == true
+            }
+        guard wantsToSend else { return [] }
         if sendBudget.isLineEmpty && sendBudget.available > 0 { return resume(sender, now: now) }
         sendBudget.wait(sender)
         return []

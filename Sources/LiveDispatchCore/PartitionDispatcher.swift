@@ -345,13 +345,21 @@ public struct PartitionDispatcher: Sendable {
 
     /// A registration read back from `token-store`; a tombstone removes it.
     public mutating func restoreToken(key: String, value: [UInt8]?) {
-        if key.unicodeScalars.contains("\u{1E}") {
-            restorePushToStartToken(key: key, value: value)
+        restoreToken(key: Array(key.utf8), value: value)
+    }
+
+    /// ``restoreToken(key:value:)`` with the record's key as it came: a
+    /// registration's key is only read for a tombstone.
+    public mutating func restoreToken(key: [UInt8], value: [UInt8]?) {
+        if key.contains(0x1E) {
+            restorePushToStartToken(key: String(decoding: key, as: UTF8.self), value: value)
             return
         }
-        let parts = key.split(separator: "\u{1F}", maxSplits: 1)
         guard let value else {
-            if parts.count == 2, let activity = try? ActivityID(String(parts[0])), let token = try? DeviceToken(hex: String(parts[1])) {
+            if let separator = key.firstIndex(of: 0x1F),
+                let activity = try? ActivityID(String(decoding: key[..<separator], as: UTF8.self)),
+                let token = try? DeviceToken(hex: String(decoding: key[(separator + 1)...], as: UTF8.self))
+            {
                 registrations[activity]?.remove(token)
                 if registrations[activity]?.isEmpty == true { registrations.removeValue(forKey: activity) }
             }
@@ -373,7 +381,7 @@ public struct PartitionDispatcher: Sendable {
             if let snapshot = coalescer.state(of: activity), snapshot.version > 0 {
                 fanOut.restoreLatest(Self.restoredPush(snapshot, configuration: configuration))
             }
-            for token in tokens.tokens.sorted() { _ = fanOut.addToken(token, sendCurrent: false, now: now) }
+            fanOut.restoreTokens(tokens.tokens)
             deliveries[activity] = ActivityDelivery(fanOut: fanOut)
         }
         installRestoredChannels(now: now)

@@ -55,12 +55,29 @@ public struct TokenTable<Value: Sendable>: Sendable {
             values[slot] = value
             return slot
         }
-        if (tokens.count + 1) * 4 > index.count * 3 { grow() }
+        makeRoomForOneMore()
         let slot = tokens.count
         tokens.append(token)
         values.append(value)
         place(slot)
         return slot
+    }
+
+    /// Adds `token` with `value` unless it is here already (then nothing
+    /// changes); one probe of the index either way. True when added.
+    @discardableResult
+    public mutating func insertIfAbsent(_ token: DeviceToken, _ value: Value) -> Bool {
+        makeRoomForOneMore()
+        let mask = index.count - 1
+        var bucket = token.hashValue & mask
+        while index[bucket] != 0 {
+            if tokens[Int(index[bucket]) - 1] == token { return false }
+            bucket = (bucket + 1) & mask
+        }
+        index[bucket] = UInt32(truncatingIfNeeded: tokens.count + 1)
+        tokens.append(token)
+        values.append(value)
+        return true
     }
 
     /// What a removal did: the value removed, and the token that moved from
@@ -141,11 +158,30 @@ public struct TokenTable<Value: Sendable>: Sendable {
         }
     }
 
-    private mutating func grow() {
-        let capacity = Swift.max(16, index.count * 2)
-        index = [UInt32](repeating: 0, count: capacity)
-        tokens.reserveCapacity(capacity * 3 / 4)
-        values.reserveCapacity(capacity * 3 / 4)
+    /// Makes room for `count` tokens in all, e.g. before adding a known
+    /// number of them (a restore).
+    public mutating func reserveCapacity(_ count: Int) {
+        guard count > tokens.count else { return }
+        tokens.reserveCapacity(count)
+        values.reserveCapacity(count)
+        var buckets = Swift.max(16, index.count)
+        while count * 4 > buckets * 3 { buckets *= 2 }
+        if buckets > index.count { rebuildIndex(buckets) }
+    }
+
+    private mutating func makeRoomForOneMore() {
+        if tokens.count == tokens.capacity {
+            // A quarter more at a time, not twice as much: a table of a
+            // thousand tokens would otherwise hold room for up to a thousand more.
+            let capacity = tokens.count + Swift.max(8, tokens.count / 4)
+            tokens.reserveCapacity(capacity)
+            values.reserveCapacity(capacity)
+        }
+        if (tokens.count + 1) * 4 > index.count * 3 { rebuildIndex(Swift.max(16, index.count * 2)) }
+    }
+
+    private mutating func rebuildIndex(_ buckets: Int) {
+        index = [UInt32](repeating: 0, count: buckets)
         for slot in tokens.indices { place(slot) }
     }
 }

@@ -147,26 +147,8 @@ struct BenchAPNsCommand: AsyncParsableCommand {
             apnsID: apnsIDs.next(), payload: payload)
     }
 
-    /// Unique lowercase UUID-shaped ids without a system call each: a random
-    /// prefix chosen once and a counter in the last group.
+    /// The same ids as the worker's sends: unique, without a system call each.
     static let apnsIDs = APNsIDSequence()
-}
-
-/// Hands out `xxxxxxxx-xxxx-4xxx-8xxx-cccccccccccc` ids: random prefix, counter suffix.
-final class APNsIDSequence: Sendable {
-    private let prefix: String
-    private let counter = Atomic<UInt64>(0)
-
-    init() {
-        let random = UUID().uuidString.lowercased()
-        prefix = String(random.prefix(24))
-    }
-
-    func next() -> String {
-        let value = counter.wrappingAdd(1, ordering: .relaxed).oldValue
-        let digits = String(value, radix: 16)
-        return prefix + String(repeating: "0", count: max(0, 12 - digits.count)) + digits
-    }
 }
 
 /// Hands out at most `limit` tickets to the sending tasks.

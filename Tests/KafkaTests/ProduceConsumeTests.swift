@@ -1,3 +1,4 @@
+import CRdKafka
 import Kafka
 import Testing
 
@@ -120,6 +121,8 @@ struct ProduceConsumeTests {
         // A small prefetch unless the raw properties name one.
         #expect(properties["queued.max.messages.kbytes"] == "16384")
         #expect(properties["queued.min.messages"] == "32768")
+        // The wait once that much is queued, only where librdkafka knows it (2.2 and later).
+        #expect(properties["fetch.queue.backoff.ms"] == (rd_kafka_version() >= 0x0202_0000 ? "10" : nil))
         client.properties["queued.max.messages.kbytes"] = "65536"
         #expect(KafkaConsumerConfiguration(client: client, groupID: "g").librdkafkaProperties["queued.max.messages.kbytes"] == "65536")
         let producer = KafkaProducerConfiguration(client: client, linger: .milliseconds(20)).librdkafkaProperties

@@ -36,6 +36,24 @@ struct FanOutTests {
         #expect(fanOut.isIdle)
     }
 
+    @Test("restored tokens hold the restored version: nothing is sent until a newer one, then all of them get it")
+    func restoredTokens() throws {
+        var fanOut = FanOut(activityID: activity, version: 0)
+        fanOut.restoreLatest(push(3, score: 3))
+        fanOut.restoreTokens([a, b, a, c])
+        #expect(fanOut.tokenCount == 3, "a token restored twice is held once")
+        #expect(fanOut.isIdle && fanOut.completedThrough == 3)
+        #expect(fanOut.publish(push(3, score: 3), now: time(0)).isEmpty, "they already hold version 3")
+        let sent = fanOut.publish(push(4, score: 4), now: time(0))
+        #expect(Set(sent.compactMap { $0.sent?.token }) == [a, b, c])
+        #expect(sent.allSatisfy { $0.sent.map { $0.version == 4 } ?? true })
+        var last: [FanOut.Action] = []
+        for token in [a, b, c] { last = fanOut.completed(token: token, version: 4, outcome: .delivered, now: time(0), jitter: 0) }
+        #expect(last == [.completed(through: 4)])
+        // A token registered later than the restore is sent the latest.
+        #expect(fanOut.addToken(try DeviceToken(hex: "dd"), sendCurrent: true, now: time(0)).compactMap(\.sent?.version) == [4])
+    }
+
     @Test("semantic 2: tokens not yet sent get the newer state; tokens already sent get it after")
     func supersede() {
         var fanOut = fanOut(maxInFlight: 1)

@@ -14,6 +14,29 @@ struct JSONValueTests {
         #expect(value.serializedString() == #"{"a":2,"b":2.5,"c":0,"d":1000,"e":9007199254740993}"#)
     }
 
+    @Test("decimals read as strtod reads them, short ones and long ones alike")
+    func decimalsAgreeWithStrtod() throws {
+        var generator = SplitMix64(seed: 42)
+        var texts = ["0.1", "-0.0", "0.5", "1.0", "1764010000.123456", "123456789012345.5", "0.000000000000000000000001", "99999999999999.9",
+                     "999999999999999.9", "4.35", "-17.000000000000001", "1.7976931348623157", "0.30000000000000004"]
+        for _ in 0..<5_000 {
+            let whole = generator.next() % 10_000_000_000
+            let digits = Int(generator.next() % 12) + 1
+            let fraction = String(generator.next() % 1_000_000_000_000).suffix(digits)
+            texts.append("\(generator.next() % 2 == 0 ? "-" : "")\(whole).\(fraction.isEmpty ? "0" : fraction)")
+        }
+        var mismatches: [String] = []
+        for text in texts {
+            guard case .double(let parsed) = try JSONValue.parse(text), let expected = Double(text),
+                parsed.bitPattern == expected.bitPattern
+            else {
+                mismatches.append(text)
+                continue
+            }
+        }
+        #expect(mismatches.isEmpty, "read differently from strtod: \(mismatches.prefix(5))")
+    }
+
     @Test("serialization sorts keys and escapes strings")
     func serialization() throws {
         let value: JSONValue = ["z": "quote\" backslash\\ newline\n tab\t bell\u{07}", "a": [true, false, nil], "m": ["x": 1.25]]

@@ -113,6 +113,34 @@ struct TokenTableTests {
         for number in 0..<20_000 { #expect(table[try token(number, count: number % 3 == 0 ? 40 : 32)] == number) }
     }
 
+    @Test("grows by a quarter at a time: little room held beyond its tokens")
+    func growthSlack() throws {
+        var table = TokenTable<Int>()
+        var worst = 0.0
+        for number in 0..<50_000 {
+            table.insert(try token(number), number)
+            if number >= 1_000 { worst = max(worst, Double(table.tokens.capacity) / Double(table.count)) }
+        }
+        // Doubling would reach 2; a quarter more at a time (and malloc's rounding) stays near 1.25.
+        #expect(worst <= 1.3, "capacity up to \(worst) times the tokens")
+    }
+
+    @Test("insertIfAbsent adds once and keeps the first value; reserveCapacity keeps every lookup")
+    func insertIfAbsentAndReserve() throws {
+        var table = TokenTable<Int>()
+        table.reserveCapacity(5_000)
+        #expect(table.tokens.capacity >= 5_000)
+        for number in 0..<5_000 { #expect(table.insertIfAbsent(try token(number), number)) }
+        for number in 0..<5_000 where number % 7 == 0 { #expect(!table.insertIfAbsent(try token(number), -1)) }
+        #expect(table.count == 5_000)
+        for number in 0..<5_000 { #expect(table[try token(number)] == number) }
+        table.reserveCapacity(40_000)
+        for number in 0..<5_000 { #expect(table.slot(of: try token(number)) == number) }
+        for number in 5_000..<40_000 { table.insertIfAbsent(try token(number), number) }
+        #expect(table.count == 40_000)
+        #expect(table[try token(39_999)] == 39_999)
+    }
+
     @Test("random inserts, replacements and removals agree with a Dictionary", arguments: [7, 8, 9] as [UInt64])
     func randomized(seed: UInt64) throws {
         var generator = SplitMix64(seed: seed)

@@ -158,7 +158,9 @@ final class PartitionRunner: Sendable {
             for arrival in arrivals {
                 switch arrival {
                 case .sent(let send, let outcome):
-                    actions += machine.sendCompleted(send, outcome: outcome, now: now, jitter: services.jitter())
+                    // Only a retry's backoff uses the jitter: no random draw per delivered push.
+                    let jitter = outcome.isRetryable ? services.jitter() : 0
+                    actions += machine.sendCompleted(send, outcome: outcome, now: now, jitter: jitter)
                 case .acknowledged(let ticket):
                     actions += machine.acknowledged(ticket, now: now)
                 case .channel(.created(let activity, let channelID)):

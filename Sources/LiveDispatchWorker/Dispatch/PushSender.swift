@@ -27,6 +27,7 @@ public struct PushSender: Sendable {
     let routes: [RouteKey: Route]
     /// The app of sends that name none (the only app, or the first).
     let defaultApp: String
+    private let apnsIDs = APNsIDSequence()
 
     /// `routes` by app name, then environment; `defaultApp` takes sends
     /// whose token names no app.
@@ -51,7 +52,7 @@ public struct PushSender: Sendable {
 
     func request(_ send: PartitionDispatcher.Send, _ route: Route) -> APNsRequest {
         // To the device token, or to the activity's broadcast channel.
-        send.request(bundleID: route.bundleID, apnsID: UUID().uuidString.lowercased())
+        send.request(bundleID: route.bundleID, apnsID: apnsIDs.next())
     }
 
     /// What a send of an app this worker has no route for ends as.

@@ -7,9 +7,19 @@ import LiveDispatchCore
 /// dead letters by reason, back-pressure and assignment.
 public struct WorkerMetrics: Sendable {
     let factory: any MetricsFactory
+    /// What is counted per push, made once: a handle made per push costs
+    /// the factory's lookup by name and labels, under its lock.
+    private let pushes: [String: Counter]
+    private let pushDuration: Timer
 
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
+        var pushes: [String: Counter] = [:]
+        for outcome in APNsOutcome.labels {
+            pushes[outcome] = Counter(label: "livedispatch_pushes_total", dimensions: [("outcome", outcome)], factory: factory)
+        }
+        self.pushes = pushes
+        pushDuration = Timer(label: "livedispatch_push_duration_seconds", dimensions: [], factory: factory)
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Counter {
@@ -41,9 +51,8 @@ public struct WorkerMetrics: Sendable {
     }
 
     func pushSent(_ outcome: APNsOutcome, seconds: Double) {
-        counter("livedispatch_pushes_total", [("outcome", outcome.label)]).increment()
-        Timer(label: "livedispatch_push_duration_seconds", dimensions: [], factory: factory)
-            .recordNanoseconds(Int64(Int(saturating: seconds * 1e9)))
+        (pushes[outcome.label] ?? counter("livedispatch_pushes_total", [("outcome", outcome.label)])).increment()
+        pushDuration.recordNanoseconds(Int64(Int(saturating: seconds * 1e9)))
     }
 
     func observe(_ observation: PartitionDispatcher.Observation) {
