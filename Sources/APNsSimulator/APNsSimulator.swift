@@ -41,8 +41,13 @@ public final class APNsSimulator: Sendable {
         /// A JSONL file receiving one line per accepted push; nil for none.
         public var recordFile: String?
         /// How many accepted pushes the in-process history keeps (the newest).
-        /// Default 10,000; per-token counts and last pushes are always kept.
+        /// Default 10,000.
         public var historyLimit: Int
+        /// Whether each device token and channel keeps its count and last
+        /// push (``tokens``, ``summary(for:)``). Default true; a benchmark of
+        /// millions of distinct tokens that only counts pushes turns it off,
+        /// so the simulator does not spend its time growing that table.
+        public var tokenSummaries = true
         /// A connection may switch provider token at most this often, in
         /// seconds (APNs: 20 minutes, else 429 `TooManyProviderTokenUpdates`); nil turns the rule off.
         public var tokenUpdateInterval: Int64?
@@ -146,7 +151,8 @@ public final class APNsSimulator: Sendable {
             certificate = try SimulatorCertificate.generate()
         }
         let tls = try makeTLSContext(certificate)
-        let recorder = try PushRecorder(historyLimit: configuration.historyLimit, recordFile: configuration.recordFile)
+        let recorder = try PushRecorder(
+            historyLimit: configuration.historyLimit, recordFile: configuration.recordFile, tokenSummaries: configuration.tokenSummaries)
         let state = SimulatorState(faults: configuration.faults, recorder: recorder, channelLimit: configuration.channelLimit)
         let rules = APNsRequestRules(
             bundleID: configuration.bundleID,

@@ -152,7 +152,7 @@ public struct TokenHistory: Sendable, Hashable {
     public var last: RecordedPush
 }
 
-/// Records accepted pushes: per token (count, last), the arrival order
+/// Records accepted pushes: per token (count, last; unless turned off), the arrival order
 /// (the newest `historyLimit` pushes), and optionally a JSONL file with one
 /// line per push. Safe from any thread.
 final class PushRecorder: Sendable {
@@ -167,10 +167,12 @@ final class PushRecorder: Sendable {
 
     private let state = Mutex(State())
     private let historyLimit: Int
+    private let tokenSummaries: Bool
     private let file: JSONLWriter?
 
-    init(historyLimit: Int, recordFile: String?) throws(SimulatorError) {
+    init(historyLimit: Int, recordFile: String?, tokenSummaries: Bool = true) throws(SimulatorError) {
         self.historyLimit = max(historyLimit, 0)
+        self.tokenSummaries = tokenSummaries
         self.file = try recordFile.map { path throws(SimulatorError) in try JSONLWriter(path: path) }
     }
 
@@ -194,6 +196,8 @@ final class PushRecorder: Sendable {
                 state.historyNext = (state.historyNext + 1) % historyLimit
             }
             switch recipient {
+            case .device where !tokenSummaries, .channel where !tokenSummaries:
+                break
             case .device(let token):
                 state.byToken[token] = TokenHistory(count: (state.byToken[token]?.count ?? 0) + 1, last: push)
             case .channel(let channelID):

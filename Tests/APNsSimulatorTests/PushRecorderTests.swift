@@ -27,6 +27,20 @@ struct PushRecorderTests {
         #expect(recorder.history.allSatisfy { $0.headers["authorization"] == nil && $0.headers[":path"] == "/3/device/x" })
     }
 
+    @Test("without token summaries, pushes are counted and kept in the history only")
+    func withoutSummaries() throws {
+        let recorder = try PushRecorder(historyLimit: 2, recordFile: nil, tokenSummaries: false)
+        for index in 1...4 {
+            recorder.record(
+                index == 4 ? .channel("channel-1") : .device("token-\(index)"), apnsID: "id-\(index)", headers: HeaderBlock(),
+                payload: Self.payload, connectionID: 1, receivedAt: Double(index))
+        }
+        #expect(recorder.acceptedCount == 4)
+        #expect(recorder.history.map(\.apnsID) == ["id-3", "id-4"])
+        #expect(recorder.tokens.isEmpty && recorder.channels.isEmpty)
+        #expect(recorder.summary(for: "token-1") == nil)
+    }
+
     @Test("a record line is one line of JSON with escaped headers and the payload as JSON")
     func jsonLine() throws {
         let push = RecordedPush(
