@@ -132,6 +132,8 @@ private struct JSONParser {
             index += 1
             return .object(fields)
         }
+        // Room for a command's or a registration's fields at once, not by doubling.
+        fields.reserveCapacity(8)
         while true {
             skipWhitespace()
             guard !isAtEnd, bytes[index] == UInt8(ascii: "\"") else {
@@ -185,17 +187,21 @@ private struct JSONParser {
         let quote = index
         index += 1
         let start = index
-        // Fast path: no escapes, valid UTF-8 checked by String(validating:).
+        // Fast path: no escapes, valid UTF-8 checked by String(validating:);
+        // a string of ASCII bytes only (most keys and values) needs no check.
+        var ascii = true
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
-                guard let text = String(validating: slice, as: UTF8.self) else {
+                let validated = ascii ? String(decoding: slice, as: UTF8.self) : String(validating: slice, as: UTF8.self)
+                guard let text = validated else {
                     throw error("string is not valid UTF-8", at: quote)
                 }
                 index += 1
                 return text
             }
+            ascii = ascii && byte < 0x80
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { throw error("control character 0x\(String(byte, radix: 16)) must be escaped in a string") }
             index += 1
