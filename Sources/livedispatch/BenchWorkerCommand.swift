@@ -29,6 +29,16 @@ struct BenchWorkerCommand: AsyncParsableCommand {
     @Option(help: "Rules directory.") var rules = "Config/rules"
     @Option(name: .customLong("bootstrap-servers"), help: "Kafka to use (host:port,…); an embedded cluster when omitted.")
     var bootstrapServers: String?
+    @Option(
+        name: .customLong("backpressure-high"),
+        help: "backpressure.high_watermark for the run: records in progress above which the worker pauses (default: the worker's).")
+    var backpressureHigh: Int?
+
+    func validate() throws {
+        if let backpressureHigh, backpressureHigh < 2 {
+            throw ValidationError("--backpressure-high: expected at least 2 records, got \(backpressureHigh)")
+        }
+    }
 
     func run() async throws {
         LoggingSystem.bootstrap { label in
@@ -53,6 +63,11 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         }
         guard let windowSeconds = WorkerConfiguration.duration(window) else {
             throw BenchError(description: "--window \(window.debugDescription) is not a duration such as 250ms")
+        }
+        if let backpressureHigh {
+            // Resume at half, as the worker's defaults do.
+            configuration.backpressure.highWatermark = backpressureHigh
+            configuration.backpressure.lowWatermark = backpressureHigh / 2
         }
         configuration.coalesce.window = windowSeconds
         configuration.coalesce.maxDelay = max(configuration.coalesce.maxDelay, windowSeconds)
