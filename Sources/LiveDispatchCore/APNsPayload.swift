@@ -73,6 +73,12 @@ public enum APNsPayload {
         return bytes
     }
 
+    /// The size in bytes of ``encode(_:for:)``'s payload for `push`,
+    /// counted without encoding it.
+    public static func size(of push: LiveActivityPush) -> Int {
+        JSONValue.object(["aps": aps(for: push)]).serializedCount
+    }
+
     private static func numberJSON(_ value: Double) -> JSONValue {
         if value.rounded(.towardZero) == value, let integer = Int64(exactly: value) { return .integer(integer) }
         return .double(value)

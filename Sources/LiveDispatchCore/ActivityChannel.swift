@@ -70,13 +70,6 @@ public struct ActivityChannel: Sendable, Hashable {
         guard let value = snapshot["channel"] else { return nil }
         return try? ActivityChannel(json: value)
     }
-
-    /// `snapshot` with `channel` set to this channel.
-    public func added(to snapshot: JSONValue) -> JSONValue {
-        guard case .object(var fields) = snapshot else { return snapshot }
-        fields["channel"] = json
-        return .object(fields)
-    }
 }
 
 extension DeviceToken {

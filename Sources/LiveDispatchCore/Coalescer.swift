@@ -246,14 +246,14 @@ public struct Coalescer: Sendable {
         // the state stays as it was.
         var probe = entry
         probe.held = held
-        do {
-            _ = try APNsPayload.encode(Self.flush(&probe, event: command.event, command: command, now: now, configuration: configuration).push)
-        } catch {
+        let size = APNsPayload.size(of: Self.flush(&probe, event: command.event, command: command, now: now, configuration: configuration).push)
+        if size > APNsPayload.deviceLimit {
             if let original { entries[id] = original }
+            let error = PayloadTooLargeError(activityID: id, size: size, limit: APNsPayload.deviceLimit)
             return .reject(
                 .payloadTooLarge,
                 message: "\(error); \(command.event.rawValue) at offset \(offset) is not applied and the previous state stays",
-                details: ["size": .integer(Int64(error.size)), "limit": .integer(Int64(error.limit))])
+                details: ["size": .integer(Int64(size)), "limit": .integer(Int64(error.limit))])
         }
 
         switch command.event {

@@ -14,6 +14,53 @@ extension JSONValue {
         String(decoding: serialized(), as: UTF8.self)
     }
 
+    /// The length in bytes of ``serialized()``, counted without writing it:
+    /// no buffer, no sorting of keys (a size check per command costs a walk).
+    public var serializedCount: Int {
+        switch self {
+        case .null: 4
+        case .bool(let flag): flag ? 4 : 5
+        case .integer(let value): JSONValue.digitCount(value)
+        case .double(let value):
+            if value.isFinite, value.rounded(.towardZero) == value, abs(value) < 1e15, let whole = Int64(exactly: value) {
+                JSONValue.digitCount(whole)
+            } else {
+                value.isFinite ? value.description.utf8.count : 4
+            }
+        case .string(let text): JSONValue.stringCount(text)
+        case .array(let elements):
+            elements.reduce(2 + max(0, elements.count - 1)) { $0 + $1.serializedCount }
+        case .object(let fields):
+            fields.reduce(2 + max(0, fields.count - 1)) { $0 + JSONValue.stringCount($1.key) + 1 + $1.value.serializedCount }
+        }
+    }
+
+    /// Characters of `value` in decimal, its sign included.
+    static func digitCount(_ value: Int64) -> Int {
+        var count = value < 0 ? 2 : 1
+        var rest = value.magnitude
+        while rest >= 10 {
+            rest /= 10
+            count += 1
+        }
+        return count
+    }
+
+    /// Bytes of `text` as a JSON string: quotes and escapes included.
+    static func stringCount(_ text: String) -> Int {
+        var text = text
+        return text.withUTF8 { bytes in
+            var count = bytes.count + 2
+            for byte in bytes where needsEscape(byte) {
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x0A, 0x0D, 0x09, 0x08, 0x0C: count += 1
+                default: count += 5
+                }
+            }
+            return count
+        }
+    }
+
     /// Appends the compact JSON text of the value to `output`.
     public func write(to output: inout [UInt8]) {
         switch self {
@@ -35,16 +82,37 @@ extension JSONValue {
             }
             output.append(UInt8(ascii: "]"))
         case .object(let fields):
-            output.append(UInt8(ascii: "{"))
-            // Sorted as pairs: no second lookup of each key.
-            for (position, field) in fields.sorted(by: { $0.key < $1.key }).enumerated() {
-                if position > 0 { output.append(UInt8(ascii: ",")) }
-                JSONValue.writeString(field.key, to: &output)
-                output.append(UInt8(ascii: ":"))
-                field.value.write(to: &output)
-            }
-            output.append(UInt8(ascii: "}"))
+            JSONValue.writeObject(fields, to: &output)
         }
+    }
+
+    /// Appends an object of `fields`, keys sorted, plus a member `extra`
+    /// (replacing a field of that name) whose value `writeExtra` appends
+    /// itself: a caller holding part of an object as bytes already, or able
+    /// to write it without building it, splices it in.
+    static func writeObject(
+        _ fields: [String: JSONValue], extra: String? = nil, to output: inout [UInt8], writeExtra: (inout [UInt8]) -> Void = { _ in }
+    ) {
+        output.append(UInt8(ascii: "{"))
+        var pending = extra
+        var first = true
+        func member(_ key: String, _ body: (inout [UInt8]) -> Void) {
+            if !first { output.append(UInt8(ascii: ",")) }
+            first = false
+            writeString(key, to: &output)
+            output.append(UInt8(ascii: ":"))
+            body(&output)
+        }
+        // Sorted as pairs: no second lookup of each key.
+        for field in fields.sorted(by: { $0.key < $1.key }) where field.key != extra {
+            if let key = pending, key < field.key {
+                member(key, writeExtra)
+                pending = nil
+            }
+            member(field.key) { field.value.write(to: &$0) }
+        }
+        if let key = pending { member(key, writeExtra) }
+        output.append(UInt8(ascii: "}"))
     }
 
     /// Writes a double as JSON: integral values of moderate size without a

@@ -950,11 +950,10 @@ public struct PartitionDispatcher: Sendable {
         let history = Array(((pushHistory[activity] ?? []) + [summary]).suffix(PushSummary.historyLimit))
         pushHistory[activity] = history
         let ticket = issueTicket(.snapshot(activity, offsets: offsets))
-        var snapshot = PushSummary.snapshot(newest.snapshot, history: history)
-        if let channel = channel(of: activity) { snapshot = channel.added(to: snapshot) }
+        let snapshot = PushSummary.serializedSnapshot(newest.snapshot, history: history, channel: channel(of: activity)?.json)
         return [
             .produce(Produce(
-                topic: .state, key: activity.rawValue, value: snapshot.serialized(),
+                topic: .state, key: activity.rawValue, value: snapshot,
                 partition: partition, ticket: ticket)),
             .observe(.pushCompleted(
                 newest.snapshot, commands: offsets.count, tokens: delivery.deviceTokenCount,

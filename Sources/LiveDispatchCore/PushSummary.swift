@@ -96,4 +96,40 @@ extension PushSummary {
         fields["pushes"] = .array(history.map(\.json))
         return .object(fields)
     }
+
+    /// The bytes of ``snapshot(_:history:)`` (with the broadcast `channel`,
+    /// if any), written without building the history's objects: a snapshot
+    /// is written per completed push.
+    public static func serializedSnapshot(_ state: ActivityState, history: [PushSummary], channel: JSONValue? = nil) -> [UInt8] {
+        guard case .object(var fields) = state.json else { return state.json.serialized() }
+        if let channel { fields["channel"] = channel }
+        var output: [UInt8] = []
+        output.reserveCapacity(256 + 128 * history.count)
+        JSONValue.writeObject(fields, extra: "pushes", to: &output) { output in
+            output.append(UInt8(ascii: "["))
+            for (position, summary) in history.enumerated() {
+                if position > 0 { output.append(UInt8(ascii: ",")) }
+                summary.write(to: &output)
+            }
+            output.append(UInt8(ascii: "]"))
+        }
+        return output
+    }
+
+    /// Appends ``json``'s bytes, keys in the order the serializer sorts them.
+    func write(to output: inout [UInt8]) {
+        output.append(contentsOf: #"{"commands":"#.utf8)
+        output.append(contentsOf: String(commands).utf8)
+        output.append(contentsOf: #","completed_at":"#.utf8)
+        JSONValue.writeDouble(completedAt.seconds, to: &output)
+        output.append(contentsOf: #","delivered":"#.utf8)
+        output.append(contentsOf: String(delivered).utf8)
+        output.append(contentsOf: #","event":"#.utf8)
+        JSONValue.writeString(event.rawValue, to: &output)
+        output.append(contentsOf: #","failed":"#.utf8)
+        JSONValue.writeObject(failed.mapValues { .integer(Int64($0)) }, to: &output)
+        output.append(contentsOf: #","version":"#.utf8)
+        output.append(contentsOf: String(Int64(clamping: version)).utf8)
+        output.append(UInt8(ascii: "}"))
+    }
 }

@@ -148,6 +148,30 @@ struct CoalescerTests {
         #expect(coalescer.activityCount == 0)
     }
 
+    @Test("a payload of exactly the limit is taken, one byte more is refused with the size the encoder measures")
+    func payloadLimitBoundary() throws {
+        var coalescer = Coalescer()
+        _ = coalescer.receive(update("match-42", ["note": ""]), offset: 0, recordTime: time(t0), now: time(t0))
+        let empty = try #require(coalescer.timerFired(for: match, now: time(t0 + 1)).flushed)
+        let room = APNsPayload.deviceLimit - (try APNsPayload.encode(empty.push)).count
+        // Escaped quotes count twice: the size is the encoded one, not the string's.
+        let fits = String(repeating: "\"", count: room / 2) + String(repeating: "x", count: room % 2)
+        let taken = coalescer.receive(update("match-42", ["note": .string(fits)]), offset: 1, recordTime: time(t0 + 2), now: time(t0 + 2))
+        guard case .scheduleFlush = taken else {
+            Issue.record("expected the state at the limit to be taken, got \(taken)")
+            return
+        }
+        let flush = try #require(coalescer.timerFired(for: match, now: time(t0 + 3)).flushed)
+        #expect(try APNsPayload.encode(flush.push).count == APNsPayload.deviceLimit)
+        let over = coalescer.receive(update("match-42", ["note": .string(fits + "y")]), offset: 2, recordTime: time(t0 + 4), now: time(t0 + 4))
+        guard case .reject(let reason, _, let details) = over else {
+            Issue.record("expected a rejection one byte over the limit, got \(over)")
+            return
+        }
+        #expect(reason == .payloadTooLarge)
+        #expect(details["size"] == .integer(Int64(APNsPayload.deviceLimit + 1)))
+    }
+
     @Test("a command that would make the push too large is refused and the state stays as it was")
     func tooLargeKeepsState() throws {
         var coalescer = Coalescer()

@@ -16,6 +16,30 @@ struct PushHistoryTests {
         try JSONValue.parse(harness.produced(on: .state).last?.value ?? [])
     }
 
+    @Test("the snapshot's bytes, written without building the history, are those of its JSON value")
+    func serializedSnapshotMatchesValue() throws {
+        var state = ActivityState(activityID: match, createdAt: UnixTime(seconds: 1_764_010_000.25))
+        state.contentState = ["home": 2, "note": "a \"quoted\" line\n", "pushes": "a field of the state named as the history"]
+        state.app = "sports"
+        let history = (0..<PushSummary.historyLimit).map { index in
+            PushSummary(
+                version: UInt64(index + 1), event: index == 0 ? .start : .update, completedAt: UnixTime(seconds: 1_764_010_000.5 + Double(index)),
+                commands: index + 1, delivered: 1_000 * index,
+                failed: index % 3 == 0 ? [:] : ["Unregistered": index, "Bad\u{01}\"Reason": 1])
+        }
+        let channel = ActivityChannel(id: "ch-1", environment: .production, storagePolicy: .mostRecent, createdAt: UnixTime(seconds: 1_764_010_001))
+        for (summaries, withChannel) in [([], false), (Array(history.prefix(1)), false), (history, false), (history, true)] {
+            var expected = PushSummary.snapshot(state, history: summaries)
+            if withChannel, case .object(var fields) = expected {
+                fields["channel"] = channel.json
+                expected = .object(fields)
+            }
+            let bytes = PushSummary.serializedSnapshot(state, history: summaries, channel: withChannel ? channel.json : JSONValue?.none)
+            #expect(bytes == expected.serialized())
+            #expect(PushSummary.history(of: try JSONValue.parse(bytes)) == summaries)
+        }
+    }
+
     @Test("a completed push is summarised in the snapshot: version, event, commands, deliveries and failures by reason")
     func summary() throws {
         var configuration = PartitionDispatcher.Configuration()
