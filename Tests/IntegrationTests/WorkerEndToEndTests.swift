@@ -151,6 +151,33 @@ struct WorkerEndToEndTests {
         #expect(try await worker.stop() == 0)
     }
 
+    @Test("past the high watermark the worker pauses, resumes below the low one, delivers everything and counts nothing left in progress")
+    func backPressure() async throws {
+        let stack = try await WorkerStack(simulatorFlags: ["--latency-ms", "300"])
+        let adminPort = try freePort()
+        let configuration = try stack.writeConfiguration(
+            window: "10ms", adminPort: adminPort, extra: "backpressure:\n  high_watermark: 6\n  low_watermark: 2")
+        let worker = try await stack.startWorker(configuration: configuration)
+        let matches = (0..<24).map { "bp\($0)" }
+        let devices = Dictionary(uniqueKeysWithValues: matches.enumerated().map { ($1, token($0, salt: 70)) })
+        for match in matches { try await stack.register(devices[match] ?? "", for: "match-\(match)") }
+        try await stack.produceInOrder("sports.scores", matches.flatMap { match in
+            [(key: Optional(match), json: goal(match, home: 1, away: 0)), (key: Optional(match), json: goal(match, home: 2, away: 0))]
+        })
+        try await stack.waitWithDiagnostics("every match's final score on its device", workers: [worker]) {
+            let byToken = stack.pushesByToken()
+            return matches.allSatisfy { byToken[devices[$0] ?? ""]?.last?.contentState["teamOneScore"] == 2 } ? true : nil
+        }
+        #expect(worker.standardErrorLines.contains { $0.contains("Backlog above the high watermark") })
+        try await waitFor("the partitions resumed and nothing counted in progress") {
+            let scraped = try stack.metrics(port: adminPort)
+            let inProgress = scraped.split(separator: "\n").first { $0.hasPrefix("livedispatch_records_in_progress ") }
+                .flatMap { Double($0.split(separator: " ").last ?? "") }
+            return worker.standardErrorLines.contains { $0.contains("Backlog below the low watermark") } && inProgress == 0 ? true : nil
+        }
+        #expect(try await worker.stop() == 0)
+    }
+
     @Test("a repeated command id is acknowledged and not applied, also by a restarted worker")
     func repeatedCommandID() async throws {
         let stack = try await WorkerStack()

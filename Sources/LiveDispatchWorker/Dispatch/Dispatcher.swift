@@ -169,11 +169,8 @@ public final class Dispatcher: Service, Sendable {
                 table.joined = false
                 return numbers.compactMap { table.runners.removeValue(forKey: $0) }
             }
-            for runner in removed {
-                let outstanding = runner.outstanding
-                runner.close()
-                outstandingChanged(by: -outstanding)
-            }
+            // Each takes its records in progress out of the count.
+            for runner in removed { runner.close() }
             logger.info("Partitions revoked", metadata: ["kafka.partitions": "\(numbers.sorted())", "kafka.lost": "\(lost)"])
             reportPartitions()
         case .record(let record):
@@ -268,7 +265,8 @@ public final class Dispatcher: Service, Sendable {
                     "kafka.topic": "\(topic)", "kafka.error": "\(error)", "kafka.bytes": "\(produce.value?.count ?? 0)",
                 ])
             },
-            outstandingChanged: { [self] delta in outstandingChanged(by: delta) })
+            countOutstanding: { [self] delta in outstandingTotal.add(delta, ordering: .relaxed).newValue },
+            outstandingMoved: { [self] total in outstandingMoved(to: total) })
     }
 
     private func coPartitions(_ number: Int32) -> [TopicPartition] {
@@ -380,11 +378,9 @@ public final class Dispatcher: Service, Sendable {
 
     // MARK: Back-pressure
 
-    /// The records in progress over all partitions moved by `delta`: pause
+    /// The records in progress over all partitions moved to `total`: pause
     /// every restored partition above the high watermark, resume below the low.
-    private func outstandingChanged(by delta: Int) {
-        guard delta != 0 else { return }
-        let total = outstandingTotal.add(delta, ordering: .relaxed).newValue
+    private func outstandingMoved(to total: Int) {
         let action = gate.withLock { $0.update(outstanding: total) }
         switch action {
         case .none:

@@ -58,14 +58,20 @@ final class PartitionRunner: Sendable {
     var sendDemand: SendLimitShares.Demand { box.withLock { $0.machine.sendDemand } }
     var sendLimit: Int { box.withLock { $0.machine.sendLimit } }
 
-    /// Stops the partition: its timer is cancelled and later inputs are dropped.
+    /// Stops the partition: its timer is cancelled, later inputs are
+    /// dropped, and the records it still had in progress leave the worker's
+    /// count (under the lock every input's change is counted under, so no
+    /// input's change is counted after them).
     func close() {
-        let timer: Scheduled<Void>? = box.withLock { box in
+        let (timer, total): (Scheduled<Void>?, Int?) = box.withLock { box in
+            guard !box.closed else { return (nil, nil) }
             box.closed = true
             defer { box.armed = nil }
-            return box.armed?.timer
+            let left = box.machine.outstanding
+            return (box.armed?.timer, left == 0 ? nil : services.countOutstanding(-left))
         }
         timer?.cancel()
+        if let total { services.outstandingMoved(total) }
     }
 
     /// Feeds a changelog record of the restore; no actions come of it.
@@ -95,7 +101,7 @@ final class PartitionRunner: Sendable {
     private func applyLocked(_ input: (inout Box, UnixTime) -> [PartitionDispatcher.Action]) {
         let now = services.clock()
         var enqueued: [UInt64: Result<KafkaPendingDelivery, KafkaError>] = [:]
-        let outcome: (actions: [PartitionDispatcher.Action], delta: Int, cancel: Scheduled<Void>?)? = box.withLock { box in
+        let outcome: (actions: [PartitionDispatcher.Action], total: Int?, cancel: Scheduled<Void>?)? = box.withLock { box in
             guard !box.closed else { return nil }
             let before = box.machine.outstanding
             let actions = input(&box, now)
@@ -106,11 +112,13 @@ final class PartitionRunner: Sendable {
                 enqueued[produce.ticket] = services.enqueue(produce, number)
             }
             let cancel = rearm(&box, now: now)
-            return (actions, box.machine.outstanding - before, cancel)
+            // Counted under the lock, so `close()` takes out exactly what is left.
+            let delta = box.machine.outstanding - before
+            return (actions, delta == 0 ? nil : services.countOutstanding(delta), cancel)
         }
         guard let outcome else { return }
         outcome.cancel?.cancel()
-        services.outstandingChanged(by: outcome.delta)
+        if let total = outcome.total { services.outstandingMoved(total) }
         perform(outcome.actions, enqueued: enqueued)
     }
 
@@ -246,9 +254,8 @@ struct DispatchServices: Sendable {
     var observe: @Sendable (PartitionDispatcher.Observation) -> Void
     var pushSent: @Sendable (APNsOutcome, Double) -> Void
     var writeFailed: @Sendable (PartitionDispatcher.Produce, KafkaError, Int) -> Void
-    var outstandingChanged: @Sendable (Int) -> Void
-
-    func outstandingChanged(by delta: Int) {
-        if delta != 0 { outstandingChanged(delta) }
-    }
+    /// Adds to the worker's count of records in progress; returns the new total.
+    var countOutstanding: @Sendable (Int) -> Int
+    /// The count moved to this total: the back-pressure gate decides (outside any partition's lock).
+    var outstandingMoved: @Sendable (Int) -> Void
 }
