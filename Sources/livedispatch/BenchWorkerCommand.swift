@@ -5,6 +5,8 @@ import Kafka
 import LiveDispatchCore
 import LiveDispatchWorker
 import Logging
+import Metrics
+import Prometheus
 
 /// `livedispatch bench worker`: end-to-end throughput and latency of one worker.
 struct BenchWorkerCommand: AsyncParsableCommand {
@@ -17,7 +19,10 @@ struct BenchWorkerCommand: AsyncParsableCommand {
             --rate events/s for --seconds, round-robin over the matches (each event raises its match's score by \
             one). It waits until every token holds its match's final score and prints the throughput and the \
             latency from an event's publication to each push carrying it, as the simulator received it. \
-            Latency includes the coalescing window (--window) by design.
+            Latency includes the coalescing window (--window) by design. It also prints how many commands the router \
+            wrote and the dispatcher took in, and fails when they differ: the embedded cluster keeps 5 MB of each \
+            partition and drops older records, so a worker that falls seconds behind loses commands there; measure a \
+            saturated worker against a real broker (--bootstrap-servers).
             """
     )
 
@@ -46,6 +51,10 @@ struct BenchWorkerCommand: AsyncParsableCommand {
             handler.logLevel = .error
             return handler
         }
+        // The metrics a deployed worker keeps (its per-record counters cost
+        // what they cost there); they also tell whether every command was taken in.
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = Logger(label: "livedispatch.bench")
         var configuration = WorkerConfiguration()
         configuration.rules.path = rules
@@ -162,8 +171,23 @@ struct BenchWorkerCommand: AsyncParsableCommand {
                 """)
             print("slowest push by second of publication, ms: " + slowestBySecond.keys.sorted().map { String(format: "%.0f", (slowestBySecond[$0] ?? 0) * 1000) }.joined(separator: " "))
             try await printStages(worker: worker, configuration: configuration, sentAt: sentAt, pushes: pushes, logger: logger)
+            var exposition: [UInt8] = []
+            registry.emit(into: &exposition)
+            let routed = Self.counter(#"livedispatch_router_events_total{outcome="command"}"#, in: exposition)
+            let taken = Self.counter(#"livedispatch_records_consumed_total{topic="commands"}"#, in: exposition)
+            print("commands: \(routed) routed, \(taken) taken in by the dispatcher")
             await worker.shutdown()
             try await group.waitForAll()
+            guard taken < routed else { return }
+            guard bootstrapServers != nil else {
+                // librdkafka's mock cluster keeps 5 MB of each partition and drops the oldest records.
+                throw BenchError(description: """
+                    the embedded cluster dropped \(routed - taken) commands the dispatcher had not read yet (it keeps 5 MB \
+                    of each partition): the figures above count events that were never dispatched. Measure a saturated \
+                    worker against a real broker (--bootstrap-servers, scripts/real-broker)
+                    """)
+            }
+            throw BenchError(description: "\(routed - taken) commands routed were never taken in by the dispatcher")
         }
     }
 
@@ -205,6 +229,12 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         }
         print("event to command (router) ms: \(summary(router))")
         print("command to push (dispatcher, window included) ms: \(summary(dispatcher))")
+    }
+
+    /// A counter's value in a Prometheus exposition, 0 when absent.
+    private static func counter(_ series: String, in exposition: [UInt8]) -> Int {
+        let line = String(decoding: exposition, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix(series + " ") }
+        return line.flatMap { Double($0.split(separator: " ").last ?? "") }.flatMap { Int(exactly: $0.rounded()) } ?? 0
     }
 
     private func waitUntilIdle(_ worker: Worker) async throws {

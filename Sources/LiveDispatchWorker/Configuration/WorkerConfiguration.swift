@@ -118,9 +118,14 @@ public struct WorkerConfiguration: Sendable, Hashable {
 
     public struct Backpressure: Sendable, Hashable {
         /// Records in progress above which the consumer pauses its partitions.
-        public var highWatermark = 20_000
+        /// A record stays in progress through its coalescing (up to
+        /// `coalesce.max_delay` while its activity keeps changing), its
+        /// push and its snapshot's ack, so a worker taking in R records/s
+        /// holds about R × 1.5 s of them: 100,000 lets it take in 30,000
+        /// events/s and more, at some 10 MB. 20,000 capped it near 28,000.
+        public var highWatermark = 100_000
         /// Records in progress below which it resumes them.
-        public var lowWatermark = 10_000
+        public var lowWatermark = 50_000
     }
 
     public struct Limits: Sendable, Hashable {

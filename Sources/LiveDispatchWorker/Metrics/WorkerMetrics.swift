@@ -1,6 +1,7 @@
 import APNs
 import CoreMetrics
 import LiveDispatchCore
+import Synchronization
 
 /// The worker's own metrics (APNs client metrics come from the pool):
 /// records consumed, commands routed, pushes and their outcomes, coalescing,
@@ -11,6 +12,9 @@ public struct WorkerMetrics: Sendable {
     /// the factory's lookup by name and labels, under its lock.
     private let pushes: [String: Counter]
     private let pushDuration: Timer
+    /// Per consumed record and per routed event, likewise kept once made.
+    private let consumed: CounterCache
+    private let routed: CounterCache
 
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
@@ -20,6 +24,8 @@ public struct WorkerMetrics: Sendable {
         }
         self.pushes = pushes
         pushDuration = Timer(label: "livedispatch_push_duration_seconds", dimensions: [], factory: factory)
+        consumed = CounterCache(label: "livedispatch_records_consumed_total", dimension: "topic", factory: factory)
+        routed = CounterCache(label: "livedispatch_router_events_total", dimension: "outcome", factory: factory)
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Counter {
@@ -43,11 +49,11 @@ public struct WorkerMetrics: Sendable {
     }
 
     func recordConsumed(_ topic: String) {
-        counter("livedispatch_records_consumed_total", [("topic", topic)]).increment()
+        consumed[topic].increment()
     }
 
     func eventRouted(_ outcome: String) {
-        counter("livedispatch_router_events_total", [("outcome", outcome)]).increment()
+        routed[outcome].increment()
     }
 
     func pushSent(_ outcome: APNsOutcome, seconds: Double) {
@@ -106,5 +112,28 @@ public struct WorkerMetrics: Sendable {
     func sendsInFlight(_ count: Int, limit: Int) {
         Gauge(label: "livedispatch_sends_in_flight", dimensions: [], factory: factory).record(count)
         Gauge(label: "livedispatch_sends_in_flight_limit", dimensions: [], factory: factory).record(limit)
+    }
+}
+
+/// Counters of one metric by the value of one label, made through the
+/// factory on first use and kept. The label's values are few and come from
+/// the configuration or the code (topics, outcomes), never from a record.
+final class CounterCache: Sendable {
+    private let label: String
+    private let dimension: String
+    private let factory: any MetricsFactory
+    private let counters = Mutex<[String: Counter]>([:])
+
+    init(label: String, dimension: String, factory: any MetricsFactory) {
+        self.label = label
+        self.dimension = dimension
+        self.factory = factory
+    }
+
+    subscript(value: String) -> Counter {
+        if let counter = counters.withLock({ $0[value] }) { return counter }
+        let counter = Counter(label: label, dimensions: [(dimension, value)], factory: factory)
+        counters.withLock { $0[value] = counter }
+        return counter
     }
 }
