@@ -19,6 +19,9 @@ struct ConsumerStage: Sendable {
         (jobs, jobSink) = AsyncStream.makeStream(of: StageJob.self, bufferingPolicy: .unbounded)
     }
 
+    /// Events handled before the stage's task lets the pool's other jobs run.
+    static let eventsBetweenYields = 256
+
     func schedule(_ job: @escaping StageJob) {
         jobSink.yield(job)
     }
@@ -37,7 +40,18 @@ struct ConsumerStage: Sendable {
                     }
                 }
                 group.addTask {
-                    for await event in consumer.events { handle(event) }
+                    var sinceYield = 0
+                    for await event in consumer.events {
+                        handle(event)
+                        // Events taken as one batch would hold a thread of the
+                        // shared pool until the batch ends: health checks,
+                        // scrapes and restores get their turn in between.
+                        sinceYield += 1
+                        if sinceYield == Self.eventsBetweenYields {
+                            sinceYield = 0
+                            await Task.yield()
+                        }
+                    }
                     // The consumer closed (after the drain, or on its own): stop the jobs.
                     jobSink.finish()
                 }

@@ -26,7 +26,6 @@ final class PartitionRunner: Sendable {
     private struct Box: Sendable {
         var machine: PartitionDispatcher
         var closed = false
-        var restoring = true
         /// The deadline the armed timer fires at, and the timer.
         var armed: (at: UnixTime, timer: Scheduled<Void>)?
     }
@@ -39,6 +38,11 @@ final class PartitionRunner: Sendable {
     let number: Int32
     let eventLoop: any EventLoop
     private let box: Mutex<Box>
+    /// What health checks and scrapes read, kept beside the machine: they
+    /// never wait for the partition's lock, which a large batch of
+    /// completions holds for a while under load.
+    private let restoringNow = Atomic<Bool>(true)
+    private let sendsInFlightNow = Atomic<Int>(0)
     private let inbox = Mutex(Inbox())
     private let services: DispatchServices
 
@@ -49,12 +53,12 @@ final class PartitionRunner: Sendable {
         self.box = Mutex(Box(machine: PartitionDispatcher(partition: number, configuration: configuration)))
     }
 
-    var isRestoring: Bool { box.withLock { $0.restoring } }
+    var isRestoring: Bool { restoringNow.load(ordering: .relaxed) }
     var isClosed: Bool { box.withLock { $0.closed } }
     var isIdle: Bool { box.withLock { $0.machine.isIdle } }
     var isCatchingUp: Bool { box.withLock { $0.machine.isCatchingUp } }
     var outstanding: Int { box.withLock { $0.machine.outstanding } }
-    var sendsInFlight: Int { box.withLock { $0.machine.sendsInFlight } }
+    var sendsInFlight: Int { sendsInFlightNow.load(ordering: .relaxed) }
     var sendDemand: SendLimitShares.Demand { box.withLock { $0.machine.sendDemand } }
     var sendLimit: Int { box.withLock { $0.machine.sendLimit } }
 
@@ -87,7 +91,7 @@ final class PartitionRunner: Sendable {
         var finished = false
         applyLocked { box, now in
             finished = true
-            box.restoring = false
+            restoringNow.store(false, ordering: .relaxed)
             return box.machine.finishRestore(now: now)
         }
         return finished
@@ -112,6 +116,7 @@ final class PartitionRunner: Sendable {
                 enqueued[produce.ticket] = services.enqueue(produce, number)
             }
             let cancel = rearm(&box, now: now)
+            sendsInFlightNow.store(box.machine.sendsInFlight, ordering: .relaxed)
             // Counted under the lock, so `close()` takes out exactly what is left.
             let delta = box.machine.outstanding - before
             return (actions, delta == 0 ? nil : services.countOutstanding(delta), cancel)
