@@ -49,7 +49,7 @@ def source_metrics():
     files = list((ROOT / "Sources" / "LiveDispatchWorker" / "Metrics").glob("*.swift")) + [ROOT / "Sources" / "APNs" / "APNsMetrics.swift"]
     for path in files:
         text = path.read_text()
-        for kind, name in re.findall(r'(Counter|Gauge|Timer|Recorder|counter)\(\s*(?:label:\s*)?"((?:livedispatch|apns)_[a-z_]+)"', text):
+        for kind, name in re.findall(r'(CounterCache|Counter|Gauge|Timer|Recorder|counter)\(\s*(?:label:\s*)?"((?:livedispatch|apns)_[a-z_]+)"', text):
             names.add(name)
             if kind in ("Timer", "Recorder"):
                 histograms.add(name)
