@@ -22,7 +22,7 @@ extension JSONValue {
         case .bool(let flag): flag ? 4 : 5
         case .integer(let value): JSONValue.digitCount(value)
         case .double(let value):
-            if value.isFinite, value.rounded(.towardZero) == value, abs(value) < 1e15, let whole = Int64(exactly: value) {
+            if let whole = JSONValue.wholeForm(value) {
                 JSONValue.digitCount(whole)
             } else {
                 value.isFinite ? value.description.utf8.count : 4
@@ -122,11 +122,17 @@ extension JSONValue {
             output.append(contentsOf: "null".utf8)
             return
         }
-        if value.rounded(.towardZero) == value, abs(value) < 1e15, let whole = Int64(exactly: value) {
+        if let whole = wholeForm(value) {
             output.append(contentsOf: String(whole).utf8)
             return
         }
         output.append(contentsOf: value.description.utf8)
+    }
+
+    /// The integer a finite double of moderate size is written as, when it has no fraction.
+    static func wholeForm(_ value: Double) -> Int64? {
+        guard value.isFinite, value.rounded(.towardZero) == value, abs(value) < 1e15 else { return nil }
+        return Int64(exactly: value)
     }
 
     static func writeString(_ text: String, to output: inout [UInt8]) {

@@ -8,21 +8,17 @@ import Synchronization
 /// dead letters by reason, back-pressure and assignment.
 public struct WorkerMetrics: Sendable {
     let factory: any MetricsFactory
-    /// What is counted per push, made once: a handle made per push costs
-    /// the factory's lookup by name and labels, under its lock.
-    private let pushes: [String: Counter]
+    /// What is counted per push, per consumed record and per routed event,
+    /// made once: a handle made each time costs the factory's lookup by name
+    /// and labels, under its lock.
+    private let pushes: CounterCache
     private let pushDuration: Timer
-    /// Per consumed record and per routed event, likewise kept once made.
     private let consumed: CounterCache
     private let routed: CounterCache
 
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
-        var pushes: [String: Counter] = [:]
-        for outcome in APNsOutcome.labels {
-            pushes[outcome] = Counter(label: "livedispatch_pushes_total", dimensions: [("outcome", outcome)], factory: factory)
-        }
-        self.pushes = pushes
+        pushes = CounterCache(label: "livedispatch_pushes_total", dimension: "outcome", factory: factory, making: APNsOutcome.labels)
         pushDuration = Timer(label: "livedispatch_push_duration_seconds", dimensions: [], factory: factory)
         consumed = CounterCache(label: "livedispatch_records_consumed_total", dimension: "topic", factory: factory)
         routed = CounterCache(label: "livedispatch_router_events_total", dimension: "outcome", factory: factory)
@@ -57,7 +53,7 @@ public struct WorkerMetrics: Sendable {
     }
 
     func pushSent(_ outcome: APNsOutcome, seconds: Double) {
-        (pushes[outcome.label] ?? counter("livedispatch_pushes_total", [("outcome", outcome.label)])).increment()
+        pushes[outcome.label].increment()
         pushDuration.recordNanoseconds(Int64(Int(saturating: seconds * 1e9)))
     }
 
@@ -116,22 +112,25 @@ public struct WorkerMetrics: Sendable {
 }
 
 /// Counters of one metric by the value of one label, made through the
-/// factory on first use and kept. The label's values are few and come from
-/// the configuration or the code (topics, outcomes), never from a record.
+/// factory once and kept: those of `making` at once (read without a lock),
+/// others on first use. The label's values are few and come from the
+/// configuration or the code (topics, outcomes), never from a record.
 final class CounterCache: Sendable {
     private let label: String
     private let dimension: String
     private let factory: any MetricsFactory
+    private let made: [String: Counter]
     private let counters = Mutex<[String: Counter]>([:])
 
-    init(label: String, dimension: String, factory: any MetricsFactory) {
+    init(label: String, dimension: String, factory: any MetricsFactory, making values: [String] = []) {
         self.label = label
         self.dimension = dimension
         self.factory = factory
+        made = Dictionary(values.map { ($0, Counter(label: label, dimensions: [(dimension, $0)], factory: factory)) }) { first, _ in first }
     }
 
     subscript(value: String) -> Counter {
-        if let counter = counters.withLock({ $0[value] }) { return counter }
+        if let counter = made[value] ?? counters.withLock({ $0[value] }) { return counter }
         let counter = Counter(label: label, dimensions: [(dimension, value)], factory: factory)
         counters.withLock { $0[value] = counter }
         return counter
