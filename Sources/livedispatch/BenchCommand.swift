@@ -41,6 +41,17 @@ struct BenchAPNsCommand: AsyncParsableCommand {
     @Option(name: .customLong("payload-bytes"), help: "Approximate payload size in bytes.") var payloadBytes = 256
     @Option(help: "Per-request deadline in seconds.") var timeout = 30.0
     @Option(help: "Pushes per send call (a fan-out); latency is then per batch.") var batch = 1
+    @Option(help: "Rounds of --requests pushes (with --compare-h2load, each followed by h2load's).") var rounds = 1
+    @Flag(
+        name: .customLong("compare-h2load"),
+        help: """
+            After each round, send the same number of requests with h2load over the same number of connections: once with \
+            the headers the client sends (provider token, priority, expiration, apns-id, content type) and the same payload, \
+            once with only the path, topic and push type; print the client's rate over each.
+            """)
+    var compareH2load = false
+    @Option(name: .customLong("h2load-path"), help: "The h2load to run.") var h2loadPath = "/usr/bin/h2load"
+    @Option(name: .customLong("h2load-streams"), help: "h2load's streams per connection (-m).") var h2loadStreams = 100
 
     func validate() throws {
         guard connections >= 1 else { throw ValidationError("--connections must be at least 1") }
@@ -48,6 +59,11 @@ struct BenchAPNsCommand: AsyncParsableCommand {
         guard trustRoots == nil || !insecure else { throw ValidationError("give --trust-roots or --insecure, not both") }
         if let concurrency, concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
         guard batch >= 1 else { throw ValidationError("--batch must be at least 1") }
+        guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
+        guard h2loadStreams >= 1 else { throw ValidationError("--h2load-streams must be at least 1") }
+        if compareH2load, !FileManager.default.isExecutableFile(atPath: h2loadPath) {
+            throw ValidationError("--compare-h2load: \(h2loadPath) is not an executable (install nghttp2-client or give --h2load-path)")
+        }
     }
 
     func run() async throws {
@@ -84,20 +100,83 @@ struct BenchAPNsCommand: AsyncParsableCommand {
             }
         }
 
-        let total = requests
+        var comparison: H2loadComparison?
+        if compareH2load {
+            comparison = try H2loadComparison(
+                executable: h2loadPath, endpoint: endpoint, token: token, bundleID: bundleID, payload: payload,
+                authorization: "bearer " + signingKey.providerToken(issuedAt: UnixTime(seconds: Date().timeIntervalSince1970)),
+                connections: connections, requests: requests, streams: h2loadStreams)
+        }
+        defer { comparison?.removeFiles() }
+
+        var rounds: [(client: Measurement, sameHeaders: Double?, minimalHeaders: Double?)] = []
+        for round in 1...self.rounds {
+            let client = await Self.measure(pool: pool, requests: requests, senders: inFlight, batch: batch) {
+                Self.request(deviceToken, bundleID: bundleID, payload: payload)
+            }
+            var line = "round \(round): client \(Int(client.rate)) pushes/s"
+            var sameHeaders: Double?, minimalHeaders: Double?
+            if let comparison {
+                do {
+                    sameHeaders = try comparison.run(headers: .same)
+                    minimalHeaders = try comparison.run(headers: .minimal)
+                } catch {
+                    await pool.shutdown()
+                    throw error
+                }
+                line += ", h2load (same headers) \(Int(sameHeaders ?? 0)) requests/s, h2load (minimal headers) \(Int(minimalHeaders ?? 0)) requests/s"
+            }
+            if self.rounds > 1 || comparison != nil { print(line) }
+            rounds.append((client, sameHeaders, minimalHeaders))
+        }
+        await pool.shutdown()
+
+        let sorted = rounds.flatMap(\.client.latencies).sorted()
+        func percentile(_ fraction: Double) -> String {
+            guard !sorted.isEmpty else { return "n/a" }
+            let index = min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)
+            return String(format: "%.3f ms", Double(sorted[max(0, index)]) / 1e6)
+        }
+        let outcomes = rounds.map(\.client.outcomes).reduce(into: [:]) { $0.merge($1, uniquingKeysWith: +) }
+        let clientSeconds = rounds.map(\.client.seconds).reduce(0, +)
+        print(
+            "endpoint: \(endpoint) connections: \(connections) senders: \(inFlight) batch: \(batch) payload: \(payload.count) bytes")
+        print("outcomes: " + outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        print(String(format: "pushes/s: %.0f", Double(requests * rounds.count) / clientSeconds))
+        print("latency\(batch > 1 ? " (per batch)" : "") p50: \(percentile(0.50)) p99: \(percentile(0.99)) p999: \(percentile(0.999))")
+        if comparison != nil {
+            // Each ratio compares the same number of requests, round by round,
+            // so it is total time against total time.
+            for (label, rates) in [("same headers", rounds.compactMap(\.sameHeaders)), ("minimal headers", rounds.compactMap(\.minimalHeaders))] {
+                let h2loadSeconds = rates.map { Double(requests) / $0 }.reduce(0, +)
+                let each = zip(rounds, rates).map { String(format: "%.2f", $1 == 0 ? 0 : $0.client.rate / $1) }
+                print(String(format: "client / h2load (%@): %.2f", label, h2loadSeconds / clientSeconds) + " (rounds: \(each.joined(separator: " ")))")
+            }
+        }
+    }
+
+    /// One round of the client: `requests` pushes from `senders` tasks, `batch` per send.
+    struct Measurement {
+        var seconds: Double
+        var latencies: [Int64]
+        var outcomes: [String: Int]
+        var rate: Double { seconds > 0 ? Double(outcomes.values.reduce(0, +)) / seconds : 0 }
+    }
+
+    static func measure(
+        pool: APNsConnectionPool, requests total: Int, senders: Int, batch: Int, request: @escaping @Sendable () -> APNsRequest
+    ) async -> Measurement {
         let next = Ticket(limit: total)
         let started = ContinuousClock.now
         let results = await withTaskGroup(of: ([Int64], [String: Int]).self) { group in
-            for _ in 0..<inFlight {
+            for _ in 0..<senders {
                 group.addTask {
                     var latencies: [Int64] = []
                     var outcomes: [String: Int] = [:]
                     while true {
                         let count = next.take(upTo: batch)
                         guard count > 0 else { break }
-                        let requests = (0..<count).map { _ in
-                            Self.request(deviceToken, bundleID: bundleID, payload: payload)
-                        }
+                        let requests = (0..<count).map { _ in request() }
                         let begin = ContinuousClock.now
                         let results = count == 1 ? [await pool.send(requests[0])] : await pool.send(requests)
                         let elapsed = ContinuousClock.now - begin
@@ -117,20 +196,9 @@ struct BenchAPNsCommand: AsyncParsableCommand {
             return (latencies, outcomes)
         }
         let elapsed = ContinuousClock.now - started
-        await pool.shutdown()
-
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let sorted = results.0.sorted()
-        func percentile(_ fraction: Double) -> String {
-            guard !sorted.isEmpty else { return "n/a" }
-            let index = min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)
-            return String(format: "%.3f ms", Double(sorted[max(0, index)]) / 1e6)
-        }
-        print(
-            "endpoint: \(endpoint) connections: \(connections) senders: \(inFlight) batch: \(batch) payload: \(payload.count) bytes")
-        print("outcomes: " + results.1.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
-        print(String(format: "pushes/s: %.0f", Double(total) / seconds))
-        print("latency\(batch > 1 ? " (per batch)" : "") p50: \(percentile(0.50)) p99: \(percentile(0.99)) p999: \(percentile(0.999))")
+        return Measurement(
+            seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+            latencies: results.0, outcomes: results.1)
     }
 
     /// A Live Activity update of about `bytes` bytes.

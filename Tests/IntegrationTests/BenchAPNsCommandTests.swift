@@ -1,55 +1,83 @@
 import APNsSimulator
-import Crypto
 import Foundation
-import Logging
+import Glibc
 import Testing
 
-/// `livedispatch bench apns` as a process, against the simulator over TLS.
+/// `livedispatch bench apns --compare-h2load` as a process, against nghttpd:
+/// rounds of the client and of h2load sending the same requests, and the
+/// ratios between them.
 @Suite("livedispatch bench apns")
 struct BenchAPNsCommandTests {
-    @Test func sendsEveryPushAndPrintsTheRateAndLatency() async throws {
-        let key = P256.Signing.PrivateKey()
-        let simulator = try await APNsSimulator.start(
-            configuration: .init(
-                teamID: "TEAM123456", keyID: "KEY1234567", publicKey: key.publicKey, bundleID: "com.example.app",
-                threads: 1),
-            logger: Logger(label: "simulator") { _ in SwiftLogNoOpLogHandler() })
+    static let token = String(repeating: "0b", count: 32)
+
+    @Test func comparesTheClientWithH2loadSendingTheSameRequests() async throws {
         let directory = try TestPaths.temporaryDirectory("bench-apns")
-        let keyFile = directory.appendingPathComponent("key.p8")
-        let certificateFile = directory.appendingPathComponent("sim.pem")
-        try key.pemRepresentation.write(to: keyFile, atomically: true, encoding: .utf8)
-        try simulator.certificate.certificatePEM.write(to: certificateFile, atomically: true, encoding: .utf8)
-        let token = String(repeating: "0b", count: 32)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificate = try SimulatorCertificate.generate()
+        let certificateFile = directory.appendingPathComponent("cert.pem")
+        let keyFile = directory.appendingPathComponent("key.pem")
+        try certificate.certificatePEM.write(to: certificateFile, atomically: true, encoding: .utf8)
+        try certificate.privateKeyPEM.write(to: keyFile, atomically: true, encoding: .utf8)
+        let devices = directory.appendingPathComponent("docroot/3/device")
+        try FileManager.default.createDirectory(at: devices, withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: devices.appendingPathComponent(Self.token).path, contents: Data())
+
+        let port = try freePort()
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/sbin/nghttpd")
+        server.arguments = ["-d", directory.appendingPathComponent("docroot").path, "--address=127.0.0.1", String(port), keyFile.path, certificateFile.path]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        // SIGKILL: a child started from a test thread inherits a mask blocking SIGTERM.
+        defer {
+            _ = Glibc.kill(server.processIdentifier, SIGKILL)
+            server.waitUntilExit()
+        }
+        let listening = await eventually(timeout: 30) { canConnect(port: port) }
+        try #require(listening, "nghttpd did not listen on \(port)")
 
         let result = try runProcess([
-            "bench", "apns", "--endpoint", "https://127.0.0.1:\(simulator.port)", "--server-name", "localhost",
-            "--trust-roots", certificateFile.path, "--key", keyFile.path, "--key-id", "KEY1234567",
-            "--team-id", "TEAM123456", "--bundle-id", "com.example.app", "--connections", "2",
-            "--requests", "300", "--token", token,
+            "bench", "apns", "--endpoint", "https://127.0.0.1:\(port)", "--server-name", "localhost",
+            "--trust-roots", certificateFile.path, "--token", Self.token, "--connections", "2", "--requests", "2000",
+            "--rounds", "2", "--compare-h2load",
         ])
-        #expect(result.status == 0, "\(result.standardError)")
-        #expect(result.standardOutput.contains("outcomes: delivered=300\n"))
-        #expect(result.standardOutput.contains("pushes/s: "))
-        #expect(result.standardOutput.contains("latency p50: "))
-        // The warm-up push per connection comes on top of the 300.
-        #expect(simulator.received(by: token)?.count == 302)
-        try await simulator.stop()
+        #expect(result.status == 0, "\(result.standardOutput)\n\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        for round in 1...2 {
+            #expect(
+                lines.contains { $0.hasPrefix("round \(round): client ") && $0.contains(" pushes/s, h2load (same headers) ") && $0.hasSuffix(" requests/s") },
+                "\(result.standardOutput)")
+        }
+        #expect(lines.contains("outcomes: delivered=4000"), "\(result.standardOutput)")
+        for label in ["same headers", "minimal headers"] {
+            let line = try #require(lines.first { $0.hasPrefix("client / h2load (\(label)): ") }, "\(result.standardOutput)")
+            let ratio = try #require(Double(line.dropFirst("client / h2load (\(label)): ".count).prefix { $0 != " " }), "\(line)")
+            #expect(ratio > 0 && ratio < 10, "\(line)")
+            #expect(line.contains("(rounds: "), "\(line)")
+        }
     }
 
-    @Test func anUnverifiableServerFailsWithAMessage() async throws {
-        let key = P256.Signing.PrivateKey()
-        let simulator = try await APNsSimulator.start(
-            configuration: .init(
-                teamID: "TEAM123456", keyID: "KEY1234567", publicKey: key.publicKey, bundleID: "com.example.app",
-                threads: 1),
-            logger: Logger(label: "simulator") { _ in SwiftLogNoOpLogHandler() })
-        // No trust roots: the self-signed certificate is refused and the warm-up push times out.
+    @Test func refusesAnH2loadThatIsNotThere() throws {
         let result = try runProcess([
-            "bench", "apns", "--endpoint", "https://127.0.0.1:\(simulator.port)", "--server-name", "localhost",
-            "--requests", "10", "--timeout", "2", "--token", String(repeating: "0c", count: 32),
+            "bench", "apns", "--endpoint", "https://127.0.0.1:1", "--token", Self.token, "--insecure",
+            "--compare-h2load", "--h2load-path", "/nonexistent/h2load",
         ])
         #expect(result.status != 0)
-        #expect(result.standardError.contains("warm-up push failed"))
-        try await simulator.stop()
+        #expect(result.standardError.contains("/nonexistent/h2load is not an executable"), "\(result.standardError)")
+    }
+}
+
+/// Whether a TCP connection to 127.0.0.1:`port` is accepted.
+private func canConnect(port: Int) -> Bool {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard socket >= 0 else { return false }
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
     }
 }
