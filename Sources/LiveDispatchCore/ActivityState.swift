@@ -59,6 +59,18 @@ public struct ActivityState: Sendable, Hashable {
             return String(repeating: "0", count: 16 - hex.count) + hex + "@" + appliedAt.seconds.description
         }
 
+        /// Appends ``text`` as a JSON string, without building it.
+        func write(to output: inout [UInt8]) {
+            output.append(UInt8(ascii: "\""))
+            for shift in stride(from: 60, through: 0, by: -4) {
+                let nibble = UInt8(truncatingIfNeeded: digest >> UInt64(shift)) & 0x0F
+                output.append(nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10)
+            }
+            output.append(UInt8(ascii: "@"))
+            output.append(contentsOf: appliedAt.seconds.description.utf8)
+            output.append(UInt8(ascii: "\""))
+        }
+
         init?(text: String) {
             let parts = text.split(separator: "@", maxSplits: 1)
             guard parts.count == 2, parts[0].utf8.count == 16, let digest = UInt64(parts[0], radix: 16),
@@ -154,7 +166,11 @@ public struct ActivityState: Sendable, Hashable {
         try self.init(json: try FieldReader.parse(bytes))
     }
 
-    public var json: JSONValue {
+    public var json: JSONValue { .object(fields(digests: true)) }
+
+    /// The snapshot's fields, without `command_digests` unless `digests`
+    /// (a writer that writes them itself).
+    func fields(digests: Bool) -> [String: JSONValue] {
         var fields: [String: JSONValue] = [
             "activity_id": .string(activityID.rawValue), "content_state": contentState,
             "version": .integer(Int64(clamping: version)), "created_at": .double(createdAt.seconds),
@@ -168,10 +184,10 @@ public struct ActivityState: Sendable, Hashable {
         if let endedAt { fields["ended_at"] = .double(endedAt.seconds) }
         if let lastOffset { fields["last_offset"] = .integer(lastOffset) }
         if let app { fields["app"] = .string(app) }
-        if !commandIDs.isEmpty {
+        if digests, !commandIDs.isEmpty {
             fields["command_digests"] = .array(commandIDs.map { .string($0.text) })
         }
         if !priority10SentAt.isEmpty { fields["priority_10_at"] = .array(priority10SentAt.map { .double($0.seconds) }) }
-        return .object(fields)
+        return fields
     }
 }

@@ -86,15 +86,17 @@ extension JSONValue {
         }
     }
 
-    /// Appends an object of `fields`, keys sorted, plus a member `extra`
-    /// (replacing a field of that name) whose value `writeExtra` appends
-    /// itself: a caller holding part of an object as bytes already, or able
-    /// to write it without building it, splices it in.
+    /// Appends an object of `fields`, keys sorted, plus members `extras`
+    /// (each replacing a field of that name) whose values `writeExtra`
+    /// appends itself: a caller holding part of an object as bytes already,
+    /// or able to write it without building it, splices it in.
     static func writeObject(
-        _ fields: [String: JSONValue], extra: String? = nil, to output: inout [UInt8], writeExtra: (inout [UInt8]) -> Void = { _ in }
+        _ fields: [String: JSONValue], extras: [String] = [], to output: inout [UInt8],
+        writeExtra: (String, inout [UInt8]) -> Void = { _, _ in }
     ) {
         output.append(UInt8(ascii: "{"))
-        var pending = extra
+        let extras = extras.sorted()
+        var nextExtra = 0
         var first = true
         func member(_ key: String, _ body: (inout [UInt8]) -> Void) {
             if !first { output.append(UInt8(ascii: ",")) }
@@ -104,14 +106,17 @@ extension JSONValue {
             body(&output)
         }
         // Sorted as pairs: no second lookup of each key.
-        for field in fields.sorted(by: { $0.key < $1.key }) where field.key != extra {
-            if let key = pending, key < field.key {
-                member(key, writeExtra)
-                pending = nil
+        for field in fields.sorted(by: { $0.key < $1.key }) where !extras.contains(field.key) {
+            while nextExtra < extras.count, extras[nextExtra] < field.key {
+                member(extras[nextExtra]) { writeExtra(extras[nextExtra], &$0) }
+                nextExtra += 1
             }
             member(field.key) { field.value.write(to: &$0) }
         }
-        if let key = pending { member(key, writeExtra) }
+        while nextExtra < extras.count {
+            member(extras[nextExtra]) { writeExtra(extras[nextExtra], &$0) }
+            nextExtra += 1
+        }
         output.append(UInt8(ascii: "}"))
     }
 

@@ -101,15 +101,23 @@ extension PushSummary {
     /// if any), written without building the history's objects: a snapshot
     /// is written per completed push.
     public static func serializedSnapshot(_ state: ActivityState, history: [PushSummary], channel: JSONValue? = nil) -> [UInt8] {
-        guard case .object(var fields) = state.json else { return state.json.serialized() }
+        var fields = state.fields(digests: false)
         if let channel { fields["channel"] = channel }
         var output: [UInt8] = []
-        output.reserveCapacity(256 + 128 * history.count)
-        JSONValue.writeObject(fields, extra: "pushes", to: &output) { output in
+        output.reserveCapacity(256 + 128 * history.count + 40 * state.commandIDs.count)
+        let extras = state.commandIDs.isEmpty ? ["pushes"] : ["command_digests", "pushes"]
+        JSONValue.writeObject(fields, extras: extras, to: &output) { key, output in
             output.append(UInt8(ascii: "["))
-            for (position, summary) in history.enumerated() {
-                if position > 0 { output.append(UInt8(ascii: ",")) }
-                summary.write(to: &output)
+            if key == "pushes" {
+                for (position, summary) in history.enumerated() {
+                    if position > 0 { output.append(UInt8(ascii: ",")) }
+                    summary.write(to: &output)
+                }
+            } else {
+                for (position, command) in state.commandIDs.enumerated() {
+                    if position > 0 { output.append(UInt8(ascii: ",")) }
+                    command.write(to: &output)
+                }
             }
             output.append(UInt8(ascii: "]"))
         }

@@ -28,7 +28,27 @@ struct PushHistoryTests {
                 failed: index % 3 == 0 ? [:] : ["Unregistered": index, "Bad\u{01}\"Reason": 1])
         }
         let channel = ActivityChannel(id: "ch-1", environment: .production, storagePolicy: .mostRecent, createdAt: UnixTime(seconds: 1_764_010_001))
-        for (summaries, withChannel) in [([], false), (Array(history.prefix(1)), false), (history, false), (history, true)] {
+        // Every field set, command digests written digit by digit among them.
+        var full = state
+        full.timestamp = UnixTime(seconds: 1_764_010_002)
+        full.staleDate = UnixTime(seconds: 1_764_013_600.5)
+        full.dismissalDate = UnixTime(seconds: 0)
+        full.relevanceScore = 0.75
+        full.attributesType = "MatchAttributes"
+        full.attributes = ["home": "Lions", "away": "Bears"]
+        full.endedAt = UnixTime(seconds: 1_764_010_003)
+        full.lastOffset = 9_000_000_001
+        full.priority10SentAt = [UnixTime(seconds: 1_764_010_000), UnixTime(seconds: 1_764_010_001.125)]
+        full.commandIDs = [
+            .init(digest: 0, appliedAt: UnixTime(seconds: 1_764_010_000)),
+            .init(digest: .max, appliedAt: UnixTime(seconds: 1_764_010_000.123456)),
+            .init(id: "events/3@17/goal", appliedAt: UnixTime(seconds: 0.5)),
+            .init(digest: 0x0123_4567_89ab_cdef, appliedAt: UnixTime(seconds: 253_402_300_799)),
+        ]
+        for (state, summaries, withChannel) in [
+            (state, [], false), (state, Array(history.prefix(1)), false), (state, history, false), (state, history, true),
+            (full, [], false), (full, history, true),
+        ] {
             var expected = PushSummary.snapshot(state, history: summaries)
             if withChannel, case .object(var fields) = expected {
                 fields["channel"] = channel.json
@@ -37,6 +57,7 @@ struct PushHistoryTests {
             let bytes = PushSummary.serializedSnapshot(state, history: summaries, channel: withChannel ? channel.json : JSONValue?.none)
             #expect(bytes == expected.serialized())
             #expect(PushSummary.history(of: try JSONValue.parse(bytes)) == summaries)
+            #expect(try ActivityState(json: JSONValue.parse(bytes)).commandIDs == state.commandIDs)
         }
     }
 
