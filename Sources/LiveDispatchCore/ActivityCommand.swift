@@ -46,9 +46,11 @@ public struct ActivityAlert: Sendable, Hashable {
         return .object(fields)
     }
 
+    static let fieldNames: Set<String> = ["title", "body", "sound"]
+
     init(json: JSONValue, path: String) throws(FieldError) {
         let reader = try FieldReader(json, path: path, what: "an alert")
-        try reader.rejectUnknown(["title", "body", "sound"])
+        try reader.rejectUnknown(Self.fieldNames)
         title = try reader.requiredString("title")
         body = try reader.requiredString("body")
         sound = try reader.string("sound")
@@ -88,9 +90,11 @@ public struct CommandSource: Sendable, Hashable {
         return "event-" + String(FNV1a.hash(full), radix: 16) + "@\(offset)"
     }
 
+    static let fieldNames: Set<String> = ["topic", "partition", "offset", "rule"]
+
     init(json: JSONValue, path: String) throws(FieldError) {
         let reader = try FieldReader(json, path: path, what: "a source")
-        try reader.rejectUnknown(["topic", "partition", "offset", "rule"])
+        try reader.rejectUnknown(Self.fieldNames)
         topic = try reader.requiredString("topic")
         guard let partition = try reader.integer("partition"), let narrow = Int32(exactly: partition), narrow >= 0 else {
             throw FieldError(field: reader.name("partition"), message: "expected a partition number (0 or more)")
@@ -315,6 +319,67 @@ public struct ActivityCommand: Sendable, Hashable {
     }
 
     /// The command's JSON form, as written to the `commands` topic.
+    /// The bytes of ``json``, written member by member in its key order
+    /// without building the object: the router writes one per routed event.
+    public func serialized() -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(256)
+        var first = true
+        func key(_ name: StaticString) {
+            output.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
+            first = false
+            output.append(UInt8(ascii: "\""))
+            output.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            output.append(contentsOf: #"":"#.utf8)
+        }
+        func string(_ name: StaticString, _ value: String?) {
+            guard let value else { return }
+            key(name)
+            JSONValue.writeString(value, to: &output)
+        }
+        func value(_ name: StaticString, _ value: JSONValue?) {
+            guard let value else { return }
+            key(name)
+            value.write(to: &output)
+        }
+        func double(_ name: StaticString, _ value: Double?) {
+            guard let value else { return }
+            key(name)
+            JSONValue.writeDouble(value, to: &output)
+        }
+        func bool(_ name: StaticString, _ value: Bool?) {
+            guard let value else { return }
+            key(name)
+            output.append(contentsOf: (value ? "true" : "false").utf8)
+        }
+        // Keys in the serializer's order (sorted by their bytes).
+        string("activity_id", activityID.rawValue)
+        value("alert", alert?.json)
+        string("app", app)
+        value("attributes", attributes)
+        string("attributes_type", attributesType)
+        if !audiences.isEmpty { value("audiences", .array(audiences.map { .string($0.rawValue) })) }
+        bool("broadcast", broadcast)
+        value("content_state", contentState)
+        double("dismissal_date", dismissalDate?.seconds)
+        string("event", event.rawValue)
+        string("id", id)
+        string("input_push_channel", inputPushChannel)
+        bool("input_push_token", inputPushToken)
+        if let priority {
+            key("priority")
+            output.append(contentsOf: String(priority.rawValue).utf8)
+        }
+        double("relevance_score", relevanceScore)
+        if replaceState { bool("replace_state", true) }
+        value("source", source?.json)
+        double("stale_date", staleDate?.seconds)
+        string("storage_policy", storagePolicy?.description)
+        double("timestamp", timestamp?.seconds)
+        output.append(UInt8(ascii: "}"))
+        return output
+    }
+
     public var json: JSONValue {
         var fields: [String: JSONValue] = ["activity_id": .string(activityID.rawValue), "event": .string(event.rawValue)]
         if let id { fields["id"] = .string(id) }

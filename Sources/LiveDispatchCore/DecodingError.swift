@@ -117,6 +117,8 @@ struct FieldReader {
 
     /// Refuses members that are not in `known`, naming the first unknown one.
     func rejectUnknown(_ known: Set<String>) throws(FieldError) {
+        // Sorted only when one is unknown (the first in order is named): no sort per valid record.
+        guard fields.keys.contains(where: { !known.contains($0) }) else { return }
         if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
             throw FieldError(field: name(unknown), message: "is not a known field (known: \(known.sorted().joined(separator: ", ")))")
         }

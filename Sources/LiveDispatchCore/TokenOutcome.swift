@@ -43,9 +43,11 @@ public struct TokenOutcome: Sendable, Hashable {
         return .object(fields)
     }
 
+    static let fieldNames: Set<String> = ["result", "reason", "version", "kind", "at"]
+
     /// Reads `last_outcome` as the dispatcher writes it; the reader's path names it in errors.
     init(_ reader: FieldReader) throws(FieldError) {
-        try reader.rejectUnknown(["result", "reason", "version", "kind", "at"])
+        try reader.rejectUnknown(Self.fieldNames)
         let resultName = try reader.requiredString("result")
         guard let result = Result(rawValue: resultName) else {
             throw FieldError(field: reader.name("result"), message: "\(String(resultName.prefix(64)).debugDescription) is not an outcome (expected delivered or failed)")

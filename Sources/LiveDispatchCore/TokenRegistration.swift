@@ -83,6 +83,10 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
         self.app = app
     }
 
+    static let storedFieldNames: Set<String> = [
+        "kind", "activity_id", "token", "action", "environment", "expires_at", "registered_at", "last_outcome", "app",
+    ]
+
     /// Reads a registration; with `apps`, its app is checked (it must be
     /// configured, and named when there are several) and a token naming no
     /// environment takes its app's.
@@ -94,7 +98,7 @@ public struct TokenRegistration: Sendable, Hashable, Expiring {
         for field in ["audience", "attributes_type"] where reader.fields[field] != nil {
             throw FieldError(field: field, message: "belongs to a push_to_start token; an update token names only its activity_id")
         }
-        try reader.rejectUnknown(["kind", "activity_id", "token", "action", "environment", "expires_at", "registered_at", "last_outcome", "app"])
+        try reader.rejectUnknown(Self.storedFieldNames)
         activityID = try reader.requiredActivityID("activity_id")
         (token, action, environment, expiresAt, registeredAt, app) = try Self.commonFields(reader, apps: apps)
         lastOutcome = try reader.object("last_outcome").map { value throws(FieldError) in

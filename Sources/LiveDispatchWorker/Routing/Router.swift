@@ -214,7 +214,7 @@ public final class Router: Service, Sendable {
                 // Routed again after a crash or a rebalance, the event makes
                 // the same command id, and the dispatcher applies it once.
                 if command.id == nil { command.id = command.source?.commandID }
-                outputs.append(Output(topic: configuration.topic(.commands), key: Array(command.activityID.rawValue.utf8), value: command.json.serialized()))
+                outputs.append(Output(topic: configuration.topic(.commands), key: Array(command.activityID.rawValue.utf8), value: command.serialized()))
             case .failure(let failure):
                 metrics.eventRouted("failure")
                 let reason: DeadLetterReason = failure.code == .invalidEvent ? .invalidJSON : .ruleError
