@@ -43,30 +43,14 @@ public enum APNsPayload {
     /// `input-push-channel` when set. Start-only members are written only
     /// for `start`; `dismissal-date` only for `end`.
     public static func aps(for push: LiveActivityPush) -> JSONValue {
-        var aps: [String: JSONValue] = [
-            "timestamp": .integer(push.timestamp.wholeSeconds),
-            "event": .string(push.event.rawValue),
-            "content-state": push.contentState,
-        ]
-        if let staleDate = push.staleDate { aps["stale-date"] = .integer(staleDate.wholeSeconds) }
-        if let dismissalDate = push.dismissalDate, push.event == .end {
-            aps["dismissal-date"] = .integer(dismissalDate.wholeSeconds)
-        }
-        if let relevanceScore = push.relevanceScore { aps["relevance-score"] = numberJSON(relevanceScore) }
-        if let alert = push.alert { aps["alert"] = alert.json }
-        if push.event == .start {
-            if let attributesType = push.attributesType { aps["attributes-type"] = .string(attributesType) }
-            if let attributes = push.attributes { aps["attributes"] = attributes }
-            if push.inputPushToken == true { aps["input-push-token"] = .integer(1) }
-            if let channel = push.inputPushChannel { aps["input-push-channel"] = .string(channel) }
-        }
-        return .object(aps)
+        // Read back from the bytes: one description of the payload.
+        (try? JSONValue.parse(bytes(for: push)))?["aps"] ?? .null
     }
 
     /// The payload bytes for `push`, or ``PayloadTooLargeError`` when they
     /// exceed the limit for `delivery`.
     public static func encode(_ push: LiveActivityPush, for delivery: Delivery = .device) throws(PayloadTooLargeError) -> [UInt8] {
-        let bytes = JSONValue.object(["aps": aps(for: push)]).serialized()
+        let bytes = bytes(for: push)
         guard bytes.count <= delivery.limit else {
             throw PayloadTooLargeError(activityID: push.activityID, size: bytes.count, limit: delivery.limit)
         }
@@ -76,7 +60,33 @@ public enum APNsPayload {
     /// The size in bytes of ``encode(_:for:)``'s payload for `push`,
     /// counted without encoding it.
     public static func size(of push: LiveActivityPush) -> Int {
-        JSONValue.object(["aps": aps(for: push)]).serializedCount
+        bytes(for: push).count
+    }
+
+    /// The payload's bytes, `{"aps": …}`, written member by member in the
+    /// serializer's key order.
+    static func bytes(for push: LiveActivityPush) -> [UInt8] {
+        var aps = JSONObjectWriter(prefix: Array(#"{"aps":"#.utf8), capacity: 512)
+        // Keys in the serializer's order (sorted by their bytes).
+        aps.value("alert", push.alert?.json)
+        let start = push.event == .start
+        if start {
+            aps.value("attributes", push.attributes)
+            aps.string("attributes-type", push.attributesType)
+        }
+        aps.value("content-state", push.contentState)
+        if push.event == .end { aps.integer("dismissal-date", push.dismissalDate?.wholeSeconds) }
+        aps.string("event", push.event.rawValue)
+        if start {
+            aps.string("input-push-channel", push.inputPushChannel)
+            if push.inputPushToken == true { aps.integer("input-push-token", 1) }
+        }
+        aps.value("relevance-score", push.relevanceScore.map(numberJSON))
+        aps.integer("stale-date", push.staleDate?.wholeSeconds)
+        aps.integer("timestamp", push.timestamp.wholeSeconds)
+        var output = aps.finish()
+        output.append(UInt8(ascii: "}"))
+        return output
     }
 
     private static func numberJSON(_ value: Double) -> JSONValue {

@@ -322,62 +322,29 @@ public struct ActivityCommand: Sendable, Hashable {
     /// The bytes of ``json``, written member by member in its key order
     /// without building the object: the router writes one per routed event.
     public func serialized() -> [UInt8] {
-        var output: [UInt8] = []
-        output.reserveCapacity(256)
-        var first = true
-        func key(_ name: StaticString) {
-            output.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
-            first = false
-            output.append(UInt8(ascii: "\""))
-            output.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-            output.append(contentsOf: #"":"#.utf8)
-        }
-        func string(_ name: StaticString, _ value: String?) {
-            guard let value else { return }
-            key(name)
-            JSONValue.writeString(value, to: &output)
-        }
-        func value(_ name: StaticString, _ value: JSONValue?) {
-            guard let value else { return }
-            key(name)
-            value.write(to: &output)
-        }
-        func double(_ name: StaticString, _ value: Double?) {
-            guard let value else { return }
-            key(name)
-            JSONValue.writeDouble(value, to: &output)
-        }
-        func bool(_ name: StaticString, _ value: Bool?) {
-            guard let value else { return }
-            key(name)
-            output.append(contentsOf: (value ? "true" : "false").utf8)
-        }
+        var writer = JSONObjectWriter()
         // Keys in the serializer's order (sorted by their bytes).
-        string("activity_id", activityID.rawValue)
-        value("alert", alert?.json)
-        string("app", app)
-        value("attributes", attributes)
-        string("attributes_type", attributesType)
-        if !audiences.isEmpty { value("audiences", .array(audiences.map { .string($0.rawValue) })) }
-        bool("broadcast", broadcast)
-        value("content_state", contentState)
-        double("dismissal_date", dismissalDate?.seconds)
-        string("event", event.rawValue)
-        string("id", id)
-        string("input_push_channel", inputPushChannel)
-        bool("input_push_token", inputPushToken)
-        if let priority {
-            key("priority")
-            output.append(contentsOf: String(priority.rawValue).utf8)
-        }
-        double("relevance_score", relevanceScore)
-        if replaceState { bool("replace_state", true) }
-        value("source", source?.json)
-        double("stale_date", staleDate?.seconds)
-        string("storage_policy", storagePolicy?.description)
-        double("timestamp", timestamp?.seconds)
-        output.append(UInt8(ascii: "}"))
-        return output
+        writer.string("activity_id", activityID.rawValue)
+        writer.value("alert", alert?.json)
+        writer.string("app", app)
+        writer.value("attributes", attributes)
+        writer.string("attributes_type", attributesType)
+        if !audiences.isEmpty { writer.value("audiences", .array(audiences.map { .string($0.rawValue) })) }
+        writer.bool("broadcast", broadcast)
+        writer.value("content_state", contentState)
+        writer.double("dismissal_date", dismissalDate?.seconds)
+        writer.string("event", event.rawValue)
+        writer.string("id", id)
+        writer.string("input_push_channel", inputPushChannel)
+        writer.bool("input_push_token", inputPushToken)
+        writer.integer("priority", priority.map { Int64($0.rawValue) })
+        writer.double("relevance_score", relevanceScore)
+        if replaceState { writer.bool("replace_state", true) }
+        writer.value("source", source?.json)
+        writer.double("stale_date", staleDate?.seconds)
+        writer.string("storage_policy", storagePolicy?.description)
+        writer.double("timestamp", timestamp?.seconds)
+        return writer.finish()
     }
 
     public var json: JSONValue {

@@ -166,11 +166,7 @@ public struct ActivityState: Sendable, Hashable {
         try self.init(json: try FieldReader.parse(bytes))
     }
 
-    public var json: JSONValue { .object(fields(digests: true)) }
-
-    /// The snapshot's fields, without `command_digests` unless `digests`
-    /// (a writer that writes them itself).
-    func fields(digests: Bool) -> [String: JSONValue] {
+    public var json: JSONValue {
         var fields: [String: JSONValue] = [
             "activity_id": .string(activityID.rawValue), "content_state": contentState,
             "version": .integer(Int64(clamping: version)), "created_at": .double(createdAt.seconds),
@@ -184,10 +180,10 @@ public struct ActivityState: Sendable, Hashable {
         if let endedAt { fields["ended_at"] = .double(endedAt.seconds) }
         if let lastOffset { fields["last_offset"] = .integer(lastOffset) }
         if let app { fields["app"] = .string(app) }
-        if digests, !commandIDs.isEmpty {
+        if !commandIDs.isEmpty {
             fields["command_digests"] = .array(commandIDs.map { .string($0.text) })
         }
         if !priority10SentAt.isEmpty { fields["priority_10_at"] = .array(priority10SentAt.map { .double($0.seconds) }) }
-        return fields
+        return .object(fields)
     }
 }

@@ -86,36 +86,15 @@ extension JSONValue {
         }
     }
 
-    /// Appends an object of `fields`, keys sorted, plus members `extras`
-    /// (each replacing a field of that name) whose values `writeExtra`
-    /// appends itself: a caller holding part of an object as bytes already,
-    /// or able to write it without building it, splices it in.
-    static func writeObject(
-        _ fields: [String: JSONValue], extras: [String] = [], to output: inout [UInt8],
-        writeExtra: (String, inout [UInt8]) -> Void = { _, _ in }
-    ) {
+    /// Appends an object of `fields`, keys sorted.
+    static func writeObject(_ fields: [String: JSONValue], to output: inout [UInt8]) {
         output.append(UInt8(ascii: "{"))
-        let extras = extras.sorted()
-        var nextExtra = 0
-        var first = true
-        func member(_ key: String, _ body: (inout [UInt8]) -> Void) {
-            if !first { output.append(UInt8(ascii: ",")) }
-            first = false
-            writeString(key, to: &output)
-            output.append(UInt8(ascii: ":"))
-            body(&output)
-        }
         // Sorted as pairs: no second lookup of each key.
-        for field in fields.sorted(by: { $0.key < $1.key }) where !extras.contains(field.key) {
-            while nextExtra < extras.count, extras[nextExtra] < field.key {
-                member(extras[nextExtra]) { writeExtra(extras[nextExtra], &$0) }
-                nextExtra += 1
-            }
-            member(field.key) { field.value.write(to: &$0) }
-        }
-        while nextExtra < extras.count {
-            member(extras[nextExtra]) { writeExtra(extras[nextExtra], &$0) }
-            nextExtra += 1
+        for (position, field) in fields.sorted(by: { $0.key < $1.key }).enumerated() {
+            if position > 0 { output.append(UInt8(ascii: ",")) }
+            writeString(field.key, to: &output)
+            output.append(UInt8(ascii: ":"))
+            field.value.write(to: &output)
         }
         output.append(UInt8(ascii: "}"))
     }
@@ -179,5 +158,76 @@ extension JSONValue {
 
     private static func hexDigit(_ nibble: UInt8) -> UInt8 {
         nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+    }
+}
+
+/// Writes one JSON object member by member, its keys given by the caller in
+/// the serializer's order (sorted by their bytes): the same bytes as
+/// ``JSONValue/serialized()`` of the object, without building and sorting
+/// it. For the records written per event or per push.
+struct JSONObjectWriter {
+    private(set) var output: [UInt8]
+    private var first = true
+
+    /// Starts the object after `prefix` (the start of an enclosing value, if any).
+    init(prefix: [UInt8] = [], capacity: Int = 256) {
+        output = prefix
+        output.reserveCapacity(capacity)
+    }
+
+    mutating func key(_ name: StaticString) {
+        output.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
+        first = false
+        output.append(UInt8(ascii: "\""))
+        output.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        output.append(contentsOf: #"":"#.utf8)
+    }
+
+    mutating func string(_ name: StaticString, _ value: String?) {
+        guard let value else { return }
+        key(name)
+        JSONValue.writeString(value, to: &output)
+    }
+
+    mutating func value(_ name: StaticString, _ value: JSONValue?) {
+        guard let value else { return }
+        key(name)
+        value.write(to: &output)
+    }
+
+    mutating func double(_ name: StaticString, _ value: Double?) {
+        guard let value else { return }
+        key(name)
+        JSONValue.writeDouble(value, to: &output)
+    }
+
+    mutating func integer(_ name: StaticString, _ value: Int64?) {
+        guard let value else { return }
+        key(name)
+        output.append(contentsOf: String(value).utf8)
+    }
+
+    /// An array whose elements `write` appends.
+    mutating func array<Elements: Collection>(_ name: StaticString, _ elements: Elements, _ write: (Elements.Element, inout [UInt8]) -> Void) {
+        key(name)
+        output.append(UInt8(ascii: "["))
+        for (position, element) in elements.enumerated() {
+            if position > 0 { output.append(UInt8(ascii: ",")) }
+            write(element, &output)
+        }
+        output.append(UInt8(ascii: "]"))
+    }
+
+    mutating func bool(_ name: StaticString, _ value: Bool?) {
+        guard let value else { return }
+        key(name)
+        output.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    /// Closes the object (`{}` when no member was written) and returns the bytes.
+    consuming func finish() -> [UInt8] {
+        if first { output.append(UInt8(ascii: "{")) }
+        output.append(UInt8(ascii: "}"))
+        return output
     }
 }

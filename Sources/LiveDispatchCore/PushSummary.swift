@@ -101,27 +101,28 @@ extension PushSummary {
     /// if any), written without building the history's objects: a snapshot
     /// is written per completed push.
     public static func serializedSnapshot(_ state: ActivityState, history: [PushSummary], channel: JSONValue? = nil) -> [UInt8] {
-        var fields = state.fields(digests: false)
-        if let channel { fields["channel"] = channel }
-        var output: [UInt8] = []
-        output.reserveCapacity(256 + 128 * history.count + 40 * state.commandIDs.count)
-        let extras = state.commandIDs.isEmpty ? ["pushes"] : ["command_digests", "pushes"]
-        JSONValue.writeObject(fields, extras: extras, to: &output) { key, output in
-            output.append(UInt8(ascii: "["))
-            if key == "pushes" {
-                for (position, summary) in history.enumerated() {
-                    if position > 0 { output.append(UInt8(ascii: ",")) }
-                    summary.write(to: &output)
-                }
-            } else {
-                for (position, command) in state.commandIDs.enumerated() {
-                    if position > 0 { output.append(UInt8(ascii: ",")) }
-                    command.write(to: &output)
-                }
-            }
-            output.append(UInt8(ascii: "]"))
+        var writer = JSONObjectWriter(capacity: 256 + 128 * history.count + 40 * state.commandIDs.count)
+        // Keys in the serializer's order (sorted by their bytes), as ``ActivityState/json`` has them.
+        writer.string("activity_id", state.activityID.rawValue)
+        writer.string("app", state.app)
+        writer.value("attributes", state.attributes)
+        writer.string("attributes_type", state.attributesType)
+        writer.value("channel", channel)
+        if !state.commandIDs.isEmpty { writer.array("command_digests", state.commandIDs) { $0.write(to: &$1) } }
+        writer.value("content_state", state.contentState)
+        writer.double("created_at", state.createdAt.seconds)
+        writer.double("dismissal_date", state.dismissalDate?.seconds)
+        writer.double("ended_at", state.endedAt?.seconds)
+        writer.integer("last_offset", state.lastOffset)
+        if !state.priority10SentAt.isEmpty {
+            writer.array("priority_10_at", state.priority10SentAt) { JSONValue.writeDouble($0.seconds, to: &$1) }
         }
-        return output
+        writer.array("pushes", history) { $0.write(to: &$1) }
+        writer.double("relevance_score", state.relevanceScore)
+        writer.double("stale_date", state.staleDate?.seconds)
+        writer.double("timestamp", state.timestamp?.seconds)
+        writer.integer("version", Int64(clamping: state.version))
+        return writer.finish()
     }
 
     /// Appends ``json``'s bytes, keys in the order the serializer sorts them.

@@ -37,6 +37,24 @@ struct APNsPayloadTests {
         #expect(String(decoding: bytes, as: UTF8.self) == #"{"aps":{"alert":{"body":"Owls v Hawks","title":"Kick-off"},"attributes":{"gameName":"Superb Owl"},"attributes-type":"SportsActivityAttributes","content-state":{"teamOneScore":0,"teamTwoScore":0},"event":"start","input-push-channel":"dHN0LXNyY2gtY2hubA==","input-push-token":1,"relevance-score":0.5,"timestamp":1764000000}}"#)
     }
 
+    @Test("every combination of members is written in the serializer's key order, and counted as written")
+    func canonicalOrder() throws {
+        for event in [ActivityEvent.start, .update, .end] {
+            for mask in 0..<(1 << 7) {
+                func has(_ bit: Int) -> Bool { mask & (1 << bit) != 0 }
+                let push = LiveActivityPush(
+                    activityID: match, version: 1, event: event, contentState: ["a\"b": [1, 2.5, nil], "z": "é\n"],
+                    timestamp: UnixTime(seconds: 1_764_000_000.5), staleDate: has(0) ? UnixTime(seconds: 1_764_003_600) : nil,
+                    dismissalDate: has(1) ? UnixTime(seconds: 1_764_006_300) : nil, relevanceScore: has(2) ? (has(6) ? 0.25 : 1e15) : nil,
+                    alert: has(3) ? ActivityAlert(title: "T", body: "B") : nil, attributesType: has(4) ? "Attrs" : nil,
+                    attributes: has(4) ? ["k": 1] : nil, inputPushToken: has(5) ? true : nil, inputPushChannel: has(6) ? "ch" : nil)
+                let bytes = try APNsPayload.encode(push)
+                #expect(try JSONValue.parse(bytes).serialized() == bytes, "\(String(decoding: bytes, as: UTF8.self))")
+                #expect(APNsPayload.size(of: push) == bytes.count)
+            }
+        }
+    }
+
     @Test("start-only fields are not sent on update; dismissal only on end")
     func fieldsByEvent() throws {
         let push = LiveActivityPush(
