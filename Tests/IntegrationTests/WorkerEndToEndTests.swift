@@ -178,6 +178,39 @@ struct WorkerEndToEndTests {
         #expect(try await worker.stop() == 0)
     }
 
+    @Test("a partition still catching up when the backlog passes the high watermark reads on, and is paused once it has caught up")
+    func caughtUpPartitionHeld() async throws {
+        let stack = try await WorkerStack(simulatorFlags: ["--latency-ms", "300"])
+        let adminPort = try freePort()
+        let configuration = try stack.writeConfiguration(
+            window: "10ms", adminPort: adminPort, extra: "backpressure:\n  high_watermark: 6\n  low_watermark: 2")
+        let activities = (0..<24).map { "cu\($0)" }
+        let devices = Dictionary(uniqueKeysWithValues: activities.enumerated().map { ($1, token($0, salt: 71)) })
+        // A backlog before the worker starts: each partition catches up on it
+        // (its pushes held until it has read to the end it found), so the
+        // gate closes while every partition is still catching up.
+        for score in 1...10 {
+            for activity in activities {
+                try await stack.produce("livedispatch.commands", key: activity, #"{"activity_id": "\#(activity)", "content_state": {"score": \#(score)}}"#)
+            }
+        }
+        for activity in activities { try await stack.register(devices[activity] ?? "", for: activity) }
+        let worker = try await stack.startWorker(configuration: configuration)
+        try await stack.waitWithDiagnostics("every activity's last score on its device", workers: [worker]) {
+            let byToken = stack.pushesByToken()
+            return activities.allSatisfy { byToken[devices[$0] ?? ""]?.last?.contentState["score"] == 10 } ? true : nil
+        }
+        #expect(worker.standardErrorLines.contains { $0.contains("Backlog above the high watermark") })
+        #expect(worker.standardErrorLines.contains { $0.contains("Partitions caught up while the backlog is above the high watermark; pausing them") })
+        try await waitFor("the partitions resumed and nothing counted in progress") {
+            let scraped = try stack.metrics(port: adminPort)
+            let inProgress = scraped.split(separator: "\n").first { $0.hasPrefix("livedispatch_records_in_progress ") }
+                .flatMap { Double($0.split(separator: " ").last ?? "") }
+            return worker.standardErrorLines.contains { $0.contains("Backlog below the low watermark") } && inProgress == 0 ? true : nil
+        }
+        #expect(try await worker.stop() == 0)
+    }
+
     @Test("a repeated command id is acknowledged and not applied, also by a restarted worker")
     func repeatedCommandID() async throws {
         let stack = try await WorkerStack()

@@ -318,4 +318,23 @@ struct BackpressureGateTests {
         #expect(gate.update(outstanding: 99) == .none)
         #expect(!gate.isPaused)
     }
+
+    @Test("holds each pausable partition once while paused, again after a release, none once open")
+    func held() {
+        var gate = BackpressureGate(highWatermark: 10, lowWatermark: 5)
+        #expect(gate.hold([0, 1]) == [], "open: nothing to hold")
+        #expect(gate.update(outstanding: 10) == .pause)
+        #expect(gate.hold([0, 1]) == [0, 1])
+        // Partition 2 was catching up at the pause; it may be paused now.
+        #expect(gate.hold([0, 1, 2]) == [2])
+        #expect(gate.hold([0, 1, 2]) == [])
+        // Partition 1 restored again and resumed to catch up: held once it has caught up.
+        gate.released(1)
+        #expect(gate.hold([0, 2]) == [])
+        #expect(gate.hold([0, 1, 2]) == [1])
+        #expect(gate.held == [0, 1, 2])
+        #expect(gate.update(outstanding: 5) == .resume)
+        #expect(gate.held.isEmpty)
+        #expect(gate.hold([0, 1, 2]) == [])
+    }
 }

@@ -143,7 +143,10 @@ public final class Dispatcher: Service, Sendable {
     public func run() async throws {
         let sharing = eventLoops.next().scheduleRepeatedTask(
             initialDelay: Self.sendLimitSharingInterval, delay: Self.sendLimitSharingInterval
-        ) { [self] _ in shareSendLimit() }
+        ) { [self] _ in
+            shareSendLimit()
+            holdPausable()
+        }
         defer { sharing.cancel() }
         try await stage.run(handle: { self.handle($0) }, drain: { await self.drain() })
     }
@@ -305,7 +308,11 @@ public final class Dispatcher: Service, Sendable {
                 if reportPartitions() == 0 { MallocTuning.releaseFreeMemory() }
                 // A partition catching up reads on while others are paused:
                 // its held pushes wait for the end of its replay.
-                if !gate.withLock({ $0.isPaused }) || runner.isCatchingUp { try? consumer.resume(coPartitions(number)) }
+                gate.withLock { gate in
+                    guard !gate.isPaused || runner.isCatchingUp else { return }
+                    gate.released(number)
+                    try? consumer.resume(coPartitions(number))
+                }
                 logger.info("Partition restored", metadata: [
                     "kafka.partition": "\(number)", "restore.states": "\(states)", "restore.tokens": "\(tokens)",
                     "restore.seconds": "\(String(format: "%.3f", (ContinuousClock.now - started).seconds))",
@@ -379,20 +386,29 @@ public final class Dispatcher: Service, Sendable {
     // MARK: Back-pressure
 
     /// The records in progress over all partitions moved to `total`: pause
-    /// every restored partition above the high watermark, resume below the low.
+    /// every restored partition above the high watermark, resume below the
+    /// low. Decided and done under the gate's lock, so a pause and a resume
+    /// never interleave (lock order: gate, then the partition table, then a
+    /// partition).
     private func outstandingMoved(to total: Int) {
-        let action = gate.withLock { $0.update(outstanding: total) }
+        let action = gate.withLock { gate in
+            let action = gate.update(outstanding: total)
+            switch action {
+            case .none: break
+            case .pause: pauseNewlyHeld(&gate)
+            case .resume: try? consumer.resume(readyPartitions())
+            }
+            return action
+        }
         switch action {
         case .none:
             return
         case .pause:
             logger.notice("Backlog above the high watermark; pausing partitions", metadata: ["backpressure.high": "\(configuration.backpressure.highWatermark)"])
             metrics.paused(true)
-            try? consumer.pause(pausablePartitions())
         case .resume:
             logger.notice("Backlog below the low watermark; resuming partitions", metadata: ["backpressure.low": "\(configuration.backpressure.lowWatermark)"])
             metrics.paused(false)
-            try? consumer.resume(readyPartitions())
         }
     }
 
@@ -400,10 +416,24 @@ public final class Dispatcher: Service, Sendable {
         table.withLock { Array($0.runners.values) }.filter { !$0.isRestoring }.map(\.number).sorted().flatMap(coPartitions)
     }
 
-    /// The restored partitions back-pressure may pause: not one still reading
-    /// its previous owner's commands, whose held pushes wait for that read.
-    private func pausablePartitions() -> [TopicPartition] {
-        table.withLock { Array($0.runners.values) }.filter { !$0.isRestoring && !$0.isCatchingUp }.map(\.number).sorted().flatMap(coPartitions)
+    /// While the gate is closed, pauses the restored partitions it does not
+    /// hold yet: one that was still reading its previous owner's commands at
+    /// the pause (its held pushes wait for that read) once it has caught up.
+    private func holdPausable() {
+        let newly = gate.withLock { gate in gate.isPaused ? pauseNewlyHeld(&gate) : [] }
+        guard !newly.isEmpty else { return }
+        logger.info("Partitions caught up while the backlog is above the high watermark; pausing them", metadata: ["kafka.partitions": "\(newly)"])
+    }
+
+    /// Pauses the restored partitions not catching up that `gate` does not
+    /// hold yet; returns them.
+    @discardableResult
+    private func pauseNewlyHeld(_ gate: inout BackpressureGate) -> [Int32] {
+        let pausable = Set(table.withLock { Array($0.runners.values) }.filter { !$0.isRestoring && !$0.isCatchingUp }.map(\.number))
+        let newly = gate.hold(pausable).sorted()
+        guard !newly.isEmpty else { return [] }
+        try? consumer.pause(newly.flatMap(coPartitions))
+        return newly
     }
 
     // MARK: Shutdown
