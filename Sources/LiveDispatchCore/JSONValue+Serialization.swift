@@ -179,7 +179,7 @@ struct JSONObjectWriter {
         output.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
         first = false
         output.append(UInt8(ascii: "\""))
-        output.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        name.withUTF8Buffer { output.append(contentsOf: $0) }
         output.append(contentsOf: #"":"#.utf8)
     }
 
