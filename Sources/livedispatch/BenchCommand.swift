@@ -114,7 +114,7 @@ struct BenchAPNsCommand: AsyncParsableCommand {
             let client = await Self.measure(pool: pool, requests: requests, senders: inFlight, batch: batch) {
                 Self.request(deviceToken, bundleID: bundleID, payload: payload)
             }
-            var line = "round \(round): client \(Int(client.rate)) pushes/s"
+            var line = "round \(round): " + String(format: "client %.0f pushes/s", client.rate)
             var sameHeaders: Double?, minimalHeaders: Double?
             if let comparison {
                 do {
@@ -124,7 +124,8 @@ struct BenchAPNsCommand: AsyncParsableCommand {
                     await pool.shutdown()
                     throw error
                 }
-                line += ", h2load (same headers) \(Int(sameHeaders ?? 0)) requests/s, h2load (minimal headers) \(Int(minimalHeaders ?? 0)) requests/s"
+                line += String(
+                    format: ", h2load (same headers) %.0f requests/s, h2load (minimal headers) %.0f requests/s", sameHeaders ?? 0, minimalHeaders ?? 0)
             }
             if self.rounds > 1 || comparison != nil { print(line) }
             rounds.append((client, sameHeaders, minimalHeaders))

@@ -96,7 +96,7 @@ struct H2loadComparison {
         }
         guard let finished = lines.first(where: { $0.hasPrefix("finished in") }),
             let field = finished.split(separator: ",").first(where: { $0.hasSuffix(" req/s") }),
-            let rate = Double(field.dropLast(" req/s".count).trimmingCharacters(in: .whitespaces)), rate > 0
+            let rate = Double(field.dropLast(" req/s".count).trimmingCharacters(in: .whitespaces)), rate.isFinite, rate > 0
         else {
             throw BenchError(description: "h2load printed no rate: \(output.suffix(600))")
         }
