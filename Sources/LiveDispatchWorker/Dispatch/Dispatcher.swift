@@ -388,8 +388,9 @@ public final class Dispatcher: Service, Sendable {
     /// The records in progress over all partitions moved to `total`: pause
     /// every restored partition above the high watermark, resume below the
     /// low. Decided and done under the gate's lock, so a pause and a resume
-    /// never interleave (lock order: gate, then the partition table, then a
-    /// partition).
+    /// never interleave (lock order: gate, then the partition table; a
+    /// partition's flags are read without its lock, so the gate never waits
+    /// for one partition's work while others wait for the gate).
     private func outstandingMoved(to total: Int) {
         let action = gate.withLock { gate in
             let action = gate.update(outstanding: total)

@@ -38,11 +38,13 @@ final class PartitionRunner: Sendable {
     let number: Int32
     let eventLoop: any EventLoop
     private let box: Mutex<Box>
-    /// What health checks and scrapes read, kept beside the machine: they
-    /// never wait for the partition's lock, which a large batch of
-    /// completions holds for a while under load.
+    /// What health checks, scrapes and back-pressure read, kept beside the
+    /// machine: they never wait for the partition's lock, which a large
+    /// batch of completions holds for a while under load.
     private let restoringNow = Atomic<Bool>(true)
     private let sendsInFlightNow = Atomic<Int>(0)
+    /// Read by back-pressure under its gate's lock, which must not wait for a partition's.
+    private let catchingUpNow = Atomic<Bool>(false)
     private let inbox = Mutex(Inbox())
     private let services: DispatchServices
 
@@ -56,7 +58,7 @@ final class PartitionRunner: Sendable {
     var isRestoring: Bool { restoringNow.load(ordering: .relaxed) }
     var isClosed: Bool { box.withLock { $0.closed } }
     var isIdle: Bool { box.withLock { $0.machine.isIdle } }
-    var isCatchingUp: Bool { box.withLock { $0.machine.isCatchingUp } }
+    var isCatchingUp: Bool { catchingUpNow.load(ordering: .relaxed) }
     var outstanding: Int { box.withLock { $0.machine.outstanding } }
     var sendsInFlight: Int { sendsInFlightNow.load(ordering: .relaxed) }
     var sendDemand: SendLimitShares.Demand { box.withLock { $0.machine.sendDemand } }
@@ -83,6 +85,7 @@ final class PartitionRunner: Sendable {
         box.withLock { box in
             guard !box.closed else { return }
             body(&box.machine)
+            catchingUpNow.store(box.machine.isCatchingUp, ordering: .relaxed)
         }
     }
 
@@ -117,6 +120,7 @@ final class PartitionRunner: Sendable {
             }
             let cancel = rearm(&box, now: now)
             sendsInFlightNow.store(box.machine.sendsInFlight, ordering: .relaxed)
+            catchingUpNow.store(box.machine.isCatchingUp, ordering: .relaxed)
             // Counted under the lock, so `close()` takes out exactly what is left.
             let delta = box.machine.outstanding - before
             return (actions, delta == 0 ? nil : services.countOutstanding(delta), cancel)
