@@ -183,29 +183,18 @@ struct JSONObjectWriter {
         output.append(contentsOf: #"":"#.utf8)
     }
 
-    mutating func string(_ name: StaticString, _ value: String?) {
+    /// A member when `value` is there, its value appended by `write`.
+    private mutating func member<Value>(_ name: StaticString, _ value: Value?, _ write: (Value, inout [UInt8]) -> Void) {
         guard let value else { return }
         key(name)
-        JSONValue.writeString(value, to: &output)
+        write(value, &output)
     }
 
-    mutating func value(_ name: StaticString, _ value: JSONValue?) {
-        guard let value else { return }
-        key(name)
-        value.write(to: &output)
-    }
-
-    mutating func double(_ name: StaticString, _ value: Double?) {
-        guard let value else { return }
-        key(name)
-        JSONValue.writeDouble(value, to: &output)
-    }
-
-    mutating func integer(_ name: StaticString, _ value: Int64?) {
-        guard let value else { return }
-        key(name)
-        output.append(contentsOf: String(value).utf8)
-    }
+    mutating func string(_ name: StaticString, _ value: String?) { member(name, value) { JSONValue.writeString($0, to: &$1) } }
+    mutating func value(_ name: StaticString, _ value: JSONValue?) { member(name, value) { $0.write(to: &$1) } }
+    mutating func double(_ name: StaticString, _ value: Double?) { member(name, value) { JSONValue.writeDouble($0, to: &$1) } }
+    mutating func integer(_ name: StaticString, _ value: Int64?) { member(name, value) { $1.append(contentsOf: String($0).utf8) } }
+    mutating func bool(_ name: StaticString, _ value: Bool?) { member(name, value) { $1.append(contentsOf: ($0 ? "true" : "false").utf8) } }
 
     /// An array whose elements `write` appends.
     mutating func array<Elements: Collection>(_ name: StaticString, _ elements: Elements, _ write: (Elements.Element, inout [UInt8]) -> Void) {
@@ -216,12 +205,6 @@ struct JSONObjectWriter {
             write(element, &output)
         }
         output.append(UInt8(ascii: "]"))
-    }
-
-    mutating func bool(_ name: StaticString, _ value: Bool?) {
-        guard let value else { return }
-        key(name)
-        output.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
     /// Closes the object (`{}` when no member was written) and returns the bytes.

@@ -169,12 +169,7 @@ struct WorkerEndToEndTests {
             return matches.allSatisfy { byToken[devices[$0] ?? ""]?.last?.contentState["teamOneScore"] == 2 } ? true : nil
         }
         #expect(worker.standardErrorLines.contains { $0.contains("Backlog above the high watermark") })
-        try await waitFor("the partitions resumed and nothing counted in progress") {
-            let scraped = try stack.metrics(port: adminPort)
-            let inProgress = scraped.split(separator: "\n").first { $0.hasPrefix("livedispatch_records_in_progress ") }
-                .flatMap { Double($0.split(separator: " ").last ?? "") }
-            return worker.standardErrorLines.contains { $0.contains("Backlog below the low watermark") } && inProgress == 0 ? true : nil
-        }
+        try await waitUntilResumed(stack, worker, adminPort: adminPort)
         #expect(try await worker.stop() == 0)
     }
 
@@ -202,13 +197,18 @@ struct WorkerEndToEndTests {
         }
         #expect(worker.standardErrorLines.contains { $0.contains("Backlog above the high watermark") })
         #expect(worker.standardErrorLines.contains { $0.contains("Partitions caught up while the backlog is above the high watermark; pausing them") })
+        try await waitUntilResumed(stack, worker, adminPort: adminPort)
+        #expect(try await worker.stop() == 0)
+    }
+
+    /// Waits until the worker has resumed its partitions and counts nothing in progress.
+    func waitUntilResumed(_ stack: WorkerStack, _ worker: BackgroundProcess, adminPort: Int) async throws {
         try await waitFor("the partitions resumed and nothing counted in progress") {
             let scraped = try stack.metrics(port: adminPort)
             let inProgress = scraped.split(separator: "\n").first { $0.hasPrefix("livedispatch_records_in_progress ") }
                 .flatMap { Double($0.split(separator: " ").last ?? "") }
             return worker.standardErrorLines.contains { $0.contains("Backlog below the low watermark") } && inProgress == 0 ? true : nil
         }
-        #expect(try await worker.stop() == 0)
     }
 
     @Test("a repeated command id is acknowledged and not applied, also by a restarted worker")
