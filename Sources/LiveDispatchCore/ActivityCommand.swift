@@ -46,6 +46,15 @@ public struct ActivityAlert: Sendable, Hashable {
         return .object(fields)
     }
 
+    /// Appends ``json``'s bytes, keys in the serializer's order.
+    func write(to output: inout [UInt8]) {
+        var writer = JSONObjectWriter(continuing: &output)
+        writer.string("body", body)
+        writer.string("sound", sound)
+        writer.string("title", title)
+        output = writer.finish()
+    }
+
     static let fieldNames: Set<String> = ["title", "body", "sound"]
 
     init(json: JSONValue, path: String) throws(FieldError) {
@@ -88,6 +97,16 @@ public struct CommandSource: Sendable, Hashable {
         let full = "\(topic)/\(partition)@\(offset)/\(rule ?? "")"
         guard full.utf8.count > ActivityCommand.maxIDBytes else { return full }
         return "event-" + String(FNV1a.hash(full), radix: 16) + "@\(offset)"
+    }
+
+    /// Appends ``json``'s bytes, keys in the serializer's order.
+    func write(to output: inout [UInt8]) {
+        var writer = JSONObjectWriter(continuing: &output)
+        writer.integer("offset", offset)
+        writer.integer("partition", Int64(partition))
+        writer.string("rule", rule)
+        writer.string("topic", topic)
+        output = writer.finish()
     }
 
     static let fieldNames: Set<String> = ["topic", "partition", "offset", "rule"]
@@ -325,7 +344,7 @@ public struct ActivityCommand: Sendable, Hashable {
         var writer = JSONObjectWriter()
         // Keys in the serializer's order (sorted by their bytes).
         writer.string("activity_id", activityID.rawValue)
-        writer.value("alert", alert?.json)
+        writer.member("alert", alert) { $0.write(to: &$1) }
         writer.string("app", app)
         writer.value("attributes", attributes)
         writer.string("attributes_type", attributesType)
@@ -340,7 +359,7 @@ public struct ActivityCommand: Sendable, Hashable {
         writer.integer("priority", priority.map { Int64($0.rawValue) })
         writer.double("relevance_score", relevanceScore)
         if replaceState { writer.bool("replace_state", true) }
-        writer.value("source", source?.json)
+        writer.member("source", source) { $0.write(to: &$1) }
         writer.double("stale_date", staleDate?.seconds)
         writer.string("storage_policy", storagePolicy?.description)
         writer.double("timestamp", timestamp?.seconds)

@@ -78,14 +78,21 @@ public struct Coalescer: Sendable {
     /// One push to make now: the push, the state snapshot to write once it
     /// has reached every token, and the command offsets it covers.
     public struct Flush: Sendable, Hashable {
-        public var push: LiveActivityPush
+        public var push: LiveActivityPush {
+            didSet { payload = nil }
+        }
         public var snapshot: ActivityState
         public var offsets: [Int64]
+        /// The push's payload for a device when the coalescer already wrote
+        /// it (the size check of the last command merged), so the push is
+        /// not written again; nil once `push` is changed.
+        public private(set) var payload: [UInt8]?
 
-        public init(push: LiveActivityPush, snapshot: ActivityState, offsets: [Int64]) {
+        public init(push: LiveActivityPush, snapshot: ActivityState, offsets: [Int64], payload: [UInt8]? = nil) {
             self.push = push
             self.snapshot = snapshot
             self.offsets = offsets
+            self.payload = payload
         }
     }
 
@@ -144,6 +151,9 @@ public struct Coalescer: Sendable {
         var alert: ActivityAlert?
         var priority: PushPriority?
         var offsets: [Int64]
+        /// The payload the flush of what is held will carry, written by the
+        /// size check of the last command merged.
+        var payload: [UInt8]?
     }
 
     struct Entry: Sendable, Hashable {
@@ -246,7 +256,9 @@ public struct Coalescer: Sendable {
         // the state stays as it was.
         var probe = entry
         probe.held = held
-        let size = APNsPayload.size(of: Self.flush(&probe, event: command.event, command: command, now: now, configuration: configuration).push)
+        let payload = APNsPayload.bytes(for: Self.flush(&probe, event: command.event, command: command, now: now, configuration: configuration).push)
+        let size = payload.count
+        held.payload = payload
         if size > APNsPayload.deviceLimit {
             if let original { entries[id] = original }
             let error = PayloadTooLargeError(activityID: id, size: size, limit: APNsPayload.deviceLimit)
@@ -357,7 +369,7 @@ public struct Coalescer: Sendable {
             inputPushToken: event == .start ? command?.inputPushToken : nil,
             inputPushChannel: event == .start ? command?.inputPushChannel : nil,
             downgradedFrom: priority == requested ? nil : requested)
-        return Flush(push: push, snapshot: state, offsets: held.offsets)
+        return Flush(push: push, snapshot: state, offsets: held.offsets, payload: held.payload)
     }
 
     /// The priority budget: an activity's priority-10 pushes in the last

@@ -195,9 +195,15 @@ public struct FanOut: Sendable {
         return actions
     }
 
+    /// Whether ``publish(_:now:)`` takes `push`: only a version newer than
+    /// the latest, or than what every token has.
+    public func takes(_ push: LiveActivityPush) -> Bool {
+        push.version > (latest?.version ?? reportedThrough)
+    }
+
     /// Publishes a newer version. Older or equal versions are ignored.
     public mutating func publish(_ push: LiveActivityPush, now: UnixTime) -> [Action] {
-        guard push.version > (latest?.version ?? reportedThrough) else { return [] }
+        guard takes(push) else { return [] }
         latest = push
         for slot in 0..<tokens.count {
             let state = tokens[slot: slot]

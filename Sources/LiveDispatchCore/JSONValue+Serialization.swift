@@ -65,11 +65,11 @@ extension JSONValue {
     public func write(to output: inout [UInt8]) {
         switch self {
         case .null:
-            output.append(contentsOf: "null".utf8)
+            JSONValue.writeLiteral("null", to: &output)
         case .bool(let flag):
-            output.append(contentsOf: (flag ? "true" : "false").utf8)
+            JSONValue.writeLiteral(flag ? "true" : "false", to: &output)
         case .integer(let value):
-            output.append(contentsOf: String(value).utf8)
+            JSONValue.writeInteger(value, to: &output)
         case .double(let value):
             JSONValue.writeDouble(value, to: &output)
         case .string(let text):
@@ -88,6 +88,10 @@ extension JSONValue {
 
     /// Appends an object of `fields`, keys sorted.
     static func writeObject(_ fields: [String: JSONValue], to output: inout [UInt8]) {
+        guard !fields.isEmpty else {
+            writeLiteral("{}", to: &output)
+            return
+        }
         output.append(UInt8(ascii: "{"))
         // Sorted as pairs: no second lookup of each key.
         for (position, field) in fields.sorted(by: { $0.key < $1.key }).enumerated() {
@@ -103,14 +107,38 @@ extension JSONValue {
     /// fraction (`3.0` becomes `3`), others in Swift's shortest round-trip form.
     static func writeDouble(_ value: Double, to output: inout [UInt8]) {
         guard value.isFinite else {
-            output.append(contentsOf: "null".utf8)
+            writeLiteral("null", to: &output)
             return
         }
         if let whole = wholeForm(value) {
-            output.append(contentsOf: String(whole).utf8)
+            writeInteger(whole, to: &output)
             return
         }
-        output.append(contentsOf: value.description.utf8)
+        var text = value.description
+        text.withUTF8 { output.append(contentsOf: $0) }
+    }
+
+    /// Appends a literal's bytes (a `StaticString` is read in place, not
+    /// copied through a `String`'s view).
+    static func writeLiteral(_ literal: StaticString, to output: inout [UInt8]) {
+        literal.withUTF8Buffer { output.append(contentsOf: $0) }
+    }
+
+    /// Appends `value` in decimal, digit by digit (no `String` made).
+    static func writeInteger(_ value: Int64, to output: inout [UInt8]) {
+        if value < 0 { output.append(UInt8(ascii: "-")) }
+        var rest = value.magnitude
+        var digits = 1
+        var scale: UInt64 = 1
+        while rest / scale >= 10 {
+            scale *= 10
+            digits += 1
+        }
+        for _ in 0..<digits {
+            output.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest / scale))
+            rest %= scale
+            scale /= 10
+        }
     }
 
     /// The integer a finite double of moderate size is written as, when it has no fraction.
@@ -175,16 +203,24 @@ struct JSONObjectWriter {
         output.reserveCapacity(capacity)
     }
 
+    /// Starts the object at the end of `buffer`, taking the buffer over
+    /// (left empty) so it grows in place; ``finish()`` hands it back.
+    init(continuing buffer: inout [UInt8]) {
+        output = []
+        swap(&output, &buffer)
+    }
+
     mutating func key(_ name: StaticString) {
         output.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
         first = false
         output.append(UInt8(ascii: "\""))
         name.withUTF8Buffer { output.append(contentsOf: $0) }
-        output.append(contentsOf: #"":"#.utf8)
+        output.append(UInt8(ascii: "\""))
+        output.append(UInt8(ascii: ":"))
     }
 
     /// A member when `value` is there, its value appended by `write`.
-    private mutating func member<Value>(_ name: StaticString, _ value: Value?, _ write: (Value, inout [UInt8]) -> Void) {
+    mutating func member<Value>(_ name: StaticString, _ value: Value?, _ write: (Value, inout [UInt8]) -> Void) {
         guard let value else { return }
         key(name)
         write(value, &output)
@@ -193,8 +229,8 @@ struct JSONObjectWriter {
     mutating func string(_ name: StaticString, _ value: String?) { member(name, value) { JSONValue.writeString($0, to: &$1) } }
     mutating func value(_ name: StaticString, _ value: JSONValue?) { member(name, value) { $0.write(to: &$1) } }
     mutating func double(_ name: StaticString, _ value: Double?) { member(name, value) { JSONValue.writeDouble($0, to: &$1) } }
-    mutating func integer(_ name: StaticString, _ value: Int64?) { member(name, value) { $1.append(contentsOf: String($0).utf8) } }
-    mutating func bool(_ name: StaticString, _ value: Bool?) { member(name, value) { $1.append(contentsOf: ($0 ? "true" : "false").utf8) } }
+    mutating func integer(_ name: StaticString, _ value: Int64?) { member(name, value) { JSONValue.writeInteger($0, to: &$1) } }
+    mutating func bool(_ name: StaticString, _ value: Bool?) { member(name, value) { JSONValue.writeLiteral($0 ? "true" : "false", to: &$1) } }
 
     /// An array whose elements `write` appends.
     mutating func array<Elements: Collection>(_ name: StaticString, _ elements: Elements, _ write: (Elements.Element, inout [UInt8]) -> Void) {

@@ -812,8 +812,23 @@ public struct PartitionDispatcher: Sendable {
         if holdUntilChannel(flush) { return [] }
         var delivery = deliveries.removeValue(forKey: activity) ?? ActivityDelivery(fanOut: makeFanOut(activity))
         var actions: [Action] = []
-        do {
-            _ = try APNsPayload.encode(flush.push)
+        do throws(PayloadTooLargeError) {
+            // Written once per version (by the coalescer's size check when
+            // it could): every token's send shares it.
+            let bytes: [UInt8]
+            if let written = flush.payload {
+                guard written.count <= APNsPayload.deviceLimit else {
+                    throw PayloadTooLargeError(activityID: activity, size: written.count, limit: APNsPayload.deviceLimit)
+                }
+                bytes = written
+            } else {
+                bytes = try APNsPayload.encode(flush.push)
+            }
+            // Kept for the sends only when the fan-out takes this version
+            // (it ignores one not newer than what its tokens have).
+            if delivery.fanOut.takes(flush.push) {
+                delivery.payloads[flush.push.event] = (flush.push.version, bytes)
+            }
         } catch {
             let letter = DeadLetter(
                 reason: .payloadTooLarge, message: error.description, activityID: activity,

@@ -127,18 +127,13 @@ extension PushSummary {
 
     /// Appends ``json``'s bytes, keys in the order the serializer sorts them.
     func write(to output: inout [UInt8]) {
-        output.append(contentsOf: #"{"commands":"#.utf8)
-        output.append(contentsOf: String(commands).utf8)
-        output.append(contentsOf: #","completed_at":"#.utf8)
-        JSONValue.writeDouble(completedAt.seconds, to: &output)
-        output.append(contentsOf: #","delivered":"#.utf8)
-        output.append(contentsOf: String(delivered).utf8)
-        output.append(contentsOf: #","event":"#.utf8)
-        JSONValue.writeString(event.rawValue, to: &output)
-        output.append(contentsOf: #","failed":"#.utf8)
-        JSONValue.writeObject(failed.mapValues { .integer(Int64($0)) }, to: &output)
-        output.append(contentsOf: #","version":"#.utf8)
-        output.append(contentsOf: String(Int64(clamping: version)).utf8)
-        output.append(UInt8(ascii: "}"))
+        var writer = JSONObjectWriter(continuing: &output)
+        writer.integer("commands", Int64(commands))
+        writer.double("completed_at", completedAt.seconds)
+        writer.integer("delivered", Int64(delivered))
+        writer.string("event", event.rawValue)
+        writer.value("failed", .object(failed.mapValues { .integer(Int64($0)) }))
+        writer.integer("version", Int64(clamping: version))
+        output = writer.finish()
     }
 }

@@ -135,13 +135,16 @@ struct BenchWorkerCommand: AsyncParsableCommand {
             let publishedBy = Date().timeIntervalSince1970
             for delivery in pending { _ = try await delivery.wait() }
 
-            // Done when every token holds its match's final score.
+            // Done when every token holds its match's final score. A token
+            // found done is not read again: the check shares the cores with
+            // the worker it measures.
             let deadline = Date().addingTimeInterval(300)
+            var waiting = tokenActivity
             while Date() < deadline {
-                let done = tokenActivity.allSatisfy { hex, match in
-                    simulator.received(by: hex)?.last.payloadJSON?["aps"]?["content-state"]?["teamOneScore"]?.integerValue == Int64(scores[match])
+                waiting = waiting.filter { hex, match in
+                    simulator.received(by: hex)?.last.payloadJSON?["aps"]?["content-state"]?["teamOneScore"]?.integerValue != Int64(scores[match])
                 }
-                if done { break }
+                if waiting.isEmpty { break }
                 try await Task.sleep(for: .milliseconds(50))
             }
             let pushes = simulator.pushes.filter { tokenActivity[$0.deviceToken] != nil }
@@ -170,7 +173,7 @@ struct BenchWorkerCommand: AsyncParsableCommand {
                 event-to-push latency ms: p50 \(String(format: "%.0f", percentile(0.5))), p90 \(String(format: "%.0f", percentile(0.9))), p99 \(String(format: "%.0f", percentile(0.99))), max \(String(format: "%.0f", (latencies.last ?? .nan) * 1000))
                 """)
             print("slowest push by second of publication, ms: " + slowestBySecond.keys.sorted().map { String(format: "%.0f", (slowestBySecond[$0] ?? 0) * 1000) }.joined(separator: " "))
-            try await printStages(worker: worker, configuration: configuration, sentAt: sentAt, pushes: pushes, logger: logger)
+            try await printStages(worker: worker, configuration: configuration, sentAt: sentAt, pushes: pushes, start: start, logger: logger)
             var exposition: [UInt8] = []
             registry.emit(into: &exposition)
             let routed = Self.counter(#"livedispatch_router_events_total{outcome="command"}"#, in: exposition)
@@ -195,11 +198,12 @@ struct BenchWorkerCommand: AsyncParsableCommand {
     /// command (the `commands` record's timestamp), and from that command to
     /// the push that carries it.
     private func printStages(
-        worker: Worker, configuration: WorkerConfiguration, sentAt: [[Double]], pushes: [RecordedPush], logger: Logger
+        worker: Worker, configuration: WorkerConfiguration, sentAt: [[Double]], pushes: [RecordedPush], start: Double, logger: Logger
     ) async throws {
         let reader = KafkaPartitionReader(configuration: KafkaClientConfiguration(bootstrapServers: [worker.bootstrapServers], properties: ["log_level": "3"]), logger: logger)
         var commandAt: [String: Double] = [:]
         var router: [Double] = []
+        var routedAt: [Double] = []
         for partition in 0..<Int32(configuration.kafka.partitions) {
             for record in try await reader.readAll(topic: configuration.topic(.commands), partition: partition) {
                 guard let value = record.value, let milliseconds = record.timestampMilliseconds,
@@ -211,6 +215,7 @@ struct BenchWorkerCommand: AsyncParsableCommand {
                 let at = Double(milliseconds) / 1000
                 commandAt["\(match)/\(score)"] = at
                 router.append(at - sentAt[match][Int(score) - 1])
+                routedAt.append(at)
             }
         }
         var dispatcher: [Double] = []
@@ -228,6 +233,17 @@ struct BenchWorkerCommand: AsyncParsableCommand {
             return "p50 \(at(0.5)), p90 \(at(0.9)), p99 \(at(0.99)), max \(at(1))"
         }
         print("event to command (router) ms: \(summary(router))")
+        func perSecond(_ times: [Double]) -> String {
+            var counts: [Int] = []
+            for time in times {
+                let second = min(max(0, Int(saturating: (time - start).rounded(.down))), 3_600)
+                if counts.count <= second { counts.append(contentsOf: repeatElement(0, count: second + 1 - counts.count)) }
+                counts[second] += 1
+            }
+            return counts.map(String.init).joined(separator: " ")
+        }
+        print("commands routed per second: \(perSecond(routedAt))")
+        print("pushes received per second: \(perSecond(pushes.map(\.receivedAt)))")
         print("command to push (dispatcher, window included) ms: \(summary(dispatcher))")
     }
 

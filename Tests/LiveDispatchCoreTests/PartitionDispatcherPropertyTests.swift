@@ -74,8 +74,9 @@ struct DispatcherSimulation {
                 if let last = received[send.token]?.last, send.push.version <= last.version {
                     violations.append("token \(send.token) sent version \(send.push.version) after it received \(last.version)")
                 }
-                if let decoded = try? JSONValue.parse(send.payload), decoded["aps"]?["content-state"] != send.push.contentState {
-                    violations.append("the payload of version \(send.push.version) is not its push")
+                // Byte for byte: a payload reused from the coalescer's size check is the push's own.
+                if send.payload != APNsPayload.bytes(for: send.push) {
+                    violations.append("the payload of version \(send.push.version) is not its push: \(String(decoding: send.payload, as: UTF8.self)) vs \(String(decoding: APNsPayload.bytes(for: send.push), as: UTF8.self))")
                 }
                 let activity = send.activityID
                 if published[activity]?.last?.version != send.push.version, published[activity]?.contains(where: { $0.version == send.push.version }) != true {
