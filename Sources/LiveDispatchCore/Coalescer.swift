@@ -198,31 +198,13 @@ public struct Coalescer: Sendable {
         _ command: ActivityCommand, offset: Int64, recordTime: UnixTime, now: UnixTime
     ) -> ReceiveAction {
         let id = command.activityID
-        if let known = entries[id]?.state {
-            if let lastOffset = known.lastOffset, offset <= lastOffset {
-                return .alreadyApplied
-            }
-            if let commandID = command.id, known.remembers(commandID, since: now + -configuration.idempotencyWindow) {
-                return .duplicate(commandID: commandID)
-            }
-            if let app = command.app, let owner = known.app, app != owner {
-                return .reject(
-                    .invalidCommand,
-                    message: "app: \(command.event.rawValue) at offset \(offset) names app \(app.debugDescription), but activity \(id) belongs to app \(owner.debugDescription)",
-                    details: ["field": .string("app")])
-            }
-            if let endedAt = known.endedAt {
-                return .reject(
-                    .activityEnded,
-                    message: "activity \(id) ended at \(endedAt); \(command.event.rawValue) at offset \(offset) is not applied", details: [:])
-            }
-        } else if command.event == .end {
-            return .reject(
-                .invalidCommand, message: "end at offset \(offset) for activity \(id), which has no state: there is nothing to end",
-                details: [:])
-        }
-        // Taken out of the dictionary while mutated, so its storage is not copied.
+        // Taken out of the dictionary while looked at and mutated (one
+        // lookup, and its storage is not copied); put back unless replaced.
         let original = entries.removeValue(forKey: id)
+        if let refusal = Self.refusal(of: command, offset: offset, known: original?.state, now: now, configuration: configuration) {
+            if let original { entries[id] = original }
+            return refusal
+        }
         var entry = original ?? Entry(state: ActivityState(activityID: id, createdAt: now), held: nil)
 
         let eventTime = command.timestamp ?? recordTime
@@ -289,15 +271,45 @@ public struct Coalescer: Sendable {
         }
     }
 
+    /// Why `command` is not applied to the activity's state `known` (nil:
+    /// the activity has none), or nil when it is.
+    private static func refusal(
+        of command: ActivityCommand, offset: Int64, known: ActivityState?, now: UnixTime, configuration: Configuration
+    ) -> ReceiveAction? {
+        let id = command.activityID
+        guard let known else {
+            guard command.event == .end else { return nil }
+            return .reject(
+                .invalidCommand, message: "end at offset \(offset) for activity \(id), which has no state: there is nothing to end",
+                details: [:])
+        }
+        if let lastOffset = known.lastOffset, offset <= lastOffset {
+            return .alreadyApplied
+        }
+        if let commandID = command.id, known.remembers(commandID, since: now + -configuration.idempotencyWindow) {
+            return .duplicate(commandID: commandID)
+        }
+        if let app = command.app, let owner = known.app, app != owner {
+            return .reject(
+                .invalidCommand,
+                message: "app: \(command.event.rawValue) at offset \(offset) names app \(app.debugDescription), but activity \(id) belongs to app \(owner.debugDescription)",
+                details: ["field": .string("app")])
+        }
+        if let endedAt = known.endedAt {
+            return .reject(
+                .activityEnded,
+                message: "activity \(id) ended at \(endedAt); \(command.event.rawValue) at offset \(offset) is not applied", details: [:])
+        }
+        return nil
+    }
+
     /// A flush timer for `activityID` fired. Early, stale and repeated
     /// firings are harmless: only held updates past their deadline flush.
     public mutating func timerFired(for activityID: ActivityID, now: UnixTime) -> TimerAction {
-        guard let held = entries[activityID]?.held else { return .none }
-        guard held.deadline <= now else { return .reschedule(at: held.deadline) }
-        guard var entry = entries.removeValue(forKey: activityID) else { return .none }
-        let flush = Self.flush(&entry, event: .update, command: nil, now: now, configuration: configuration)
-        entries[activityID] = entry
-        return .flush(flush)
+        // One lookup; the entry is flushed in place.
+        guard let index = entries.index(forKey: activityID), let deadline = entries.values[index].held?.deadline else { return .none }
+        guard deadline <= now else { return .reschedule(at: deadline) }
+        return .flush(Self.flush(&entries.values[index], event: .update, command: nil, now: now, configuration: configuration))
     }
 
     /// Flushes everything held at once, as on shutdown or revocation drain.
