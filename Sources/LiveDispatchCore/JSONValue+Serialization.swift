@@ -14,53 +14,6 @@ extension JSONValue {
         String(decoding: serialized(), as: UTF8.self)
     }
 
-    /// The length in bytes of ``serialized()``, counted without writing it:
-    /// no buffer, no sorting of keys (a size check per command costs a walk).
-    public var serializedCount: Int {
-        switch self {
-        case .null: 4
-        case .bool(let flag): flag ? 4 : 5
-        case .integer(let value): JSONValue.digitCount(value)
-        case .double(let value):
-            if let whole = JSONValue.wholeForm(value) {
-                JSONValue.digitCount(whole)
-            } else {
-                value.isFinite ? value.description.utf8.count : 4
-            }
-        case .string(let text): JSONValue.stringCount(text)
-        case .array(let elements):
-            elements.reduce(2 + max(0, elements.count - 1)) { $0 + $1.serializedCount }
-        case .object(let fields):
-            fields.reduce(2 + max(0, fields.count - 1)) { $0 + JSONValue.stringCount($1.key) + 1 + $1.value.serializedCount }
-        }
-    }
-
-    /// Characters of `value` in decimal, its sign included.
-    static func digitCount(_ value: Int64) -> Int {
-        var count = value < 0 ? 2 : 1
-        var rest = value.magnitude
-        while rest >= 10 {
-            rest /= 10
-            count += 1
-        }
-        return count
-    }
-
-    /// Bytes of `text` as a JSON string: quotes and escapes included.
-    static func stringCount(_ text: String) -> Int {
-        var text = text
-        return text.withUTF8 { bytes in
-            var count = bytes.count + 2
-            for byte in bytes where needsEscape(byte) {
-                switch byte {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x0A, 0x0D, 0x09, 0x08, 0x0C: count += 1
-                default: count += 5
-                }
-            }
-            return count
-        }
-    }
-
     /// Appends the compact JSON text of the value to `output`.
     public func write(to output: inout [UInt8]) {
         switch self {

@@ -48,16 +48,16 @@ struct BenchDispatchCommand: ParsableCommand {
         machine.registerTokens(activities: activities, tokens: tokens)
 
         // The commands the router would write, made before the clock starts.
-        var values: [[UInt8]] = []
+        var values: [(key: [UInt8], value: [UInt8])] = []
         values.reserveCapacity(commands)
         var scores = Array(repeating: 0, count: activities)
         for offset in 0..<commands {
             let match = offset % activities
             scores[match] += 1
-            let event = #"{"type": "goal", "match_id": "bench-\#(match)", "minute": 1, "scoring_team": "Owls", "scorer": "Ada", "score": {"home": \#(scores[match]), "away": 0}}"#
+            let event = BenchWorkerCommand.goalEvent(match: match, score: scores[match])
             let record = EventRecord(topic: "sports.scores", offset: Int64(offset), key: "bench-\(match)", timestamp: machine.now)
             for case .command(let command) in ruleSet.evaluate(record, value: Array(event.utf8), now: machine.now) {
-                values.append(command.serialized())
+                values.append((Array(command.activityID.rawValue.utf8), command.serialized()))
             }
         }
         guard values.count == commands else {
@@ -65,8 +65,8 @@ struct BenchDispatchCommand: ParsableCommand {
         }
 
         let step = 1 / Double(rate)
-        for (offset, value) in values.enumerated() {
-            machine.command(Int64(offset), key: value, step: step)
+        for (offset, record) in values.enumerated() {
+            machine.command(Int64(offset), key: record.key, value: record.value, step: step)
         }
         machine.finish()
 
@@ -117,10 +117,11 @@ private struct DispatchMachine {
         snapshots = 0
     }
 
-    /// One command at `offset`, then the clock moves by `step` and what came due runs.
-    mutating func command(_ offset: Int64, key value: [UInt8], step: Double) {
+    /// One command at `offset` (keyed by its activity, as the router writes
+    /// it), then the clock moves by `step` and what came due runs.
+    mutating func command(_ offset: Int64, key: [UInt8], value: [UInt8], step: Double) {
         let start = ThreadCPUTime.seconds()
-        queue = machine.command(.init(offset: offset, key: nil, value: value, timestamp: now), now: now)
+        queue = machine.command(.init(offset: offset, key: key, value: value, timestamp: now), now: now)
         let taken = ThreadCPUTime.seconds()
         intakeSeconds += taken - start
         perform()

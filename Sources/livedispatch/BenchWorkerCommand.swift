@@ -125,7 +125,7 @@ struct BenchWorkerCommand: AsyncParsableCommand {
                 while published < due {
                     let match = published % activities
                     scores[match] += 1
-                    let event = #"{"type": "goal", "match_id": "bench-\#(match)", "minute": 1, "scoring_team": "Owls", "scorer": "Ada", "score": {"home": \#(scores[match]), "away": 0}}"#
+                    let event = Self.goalEvent(match: match, score: scores[match])
                     sentAt[match].append(Date().timeIntervalSince1970)
                     pending.append(try producer.enqueue(topic: "sports.scores", key: Array("bench-\(match)".utf8), value: Array(event.utf8)))
                     published += 1
@@ -245,6 +245,11 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         print("commands routed per second: \(perSecond(routedAt))")
         print("pushes received per second: \(perSecond(pushes.map(\.receivedAt)))")
         print("command to push (dispatcher, window included) ms: \(summary(dispatcher))")
+    }
+
+    /// The goal event the benchmarks publish: match `bench-<match>`, the home side at `score`.
+    static func goalEvent(match: Int, score: Int) -> String {
+        #"{"type": "goal", "match_id": "bench-\#(match)", "minute": 1, "scoring_team": "Owls", "scorer": "Ada", "score": {"home": \#(score), "away": 0}}"#
     }
 
     /// A counter's value in a Prometheus exposition, 0 when absent.
