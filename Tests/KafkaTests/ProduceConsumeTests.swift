@@ -119,8 +119,8 @@ struct ProduceConsumeTests {
         #expect(properties["security.protocol"] == "SASL_SSL")
         #expect(properties["session.timeout.ms"] == "7000")
         // A small prefetch unless the raw properties name one.
-        #expect(properties["queued.max.messages.kbytes"] == "16384")
-        #expect(properties["queued.min.messages"] == "32768")
+        #expect(properties["queued.max.messages.kbytes"] == "4096")
+        #expect(properties["queued.min.messages"] == "8192")
         // The wait once that much is queued, only where librdkafka knows it (2.2 and later).
         #expect(properties["fetch.queue.backoff.ms"] == (rd_kafka_version() >= 0x0202_0000 ? "10" : nil))
         client.properties["queued.max.messages.kbytes"] = "65536"
