@@ -50,15 +50,20 @@ public enum APNsPayload {
     /// The payload bytes for `push`, or ``PayloadTooLargeError`` when they
     /// exceed the limit for `delivery`.
     public static func encode(_ push: LiveActivityPush, for delivery: Delivery = .device) throws(PayloadTooLargeError) -> [UInt8] {
-        let bytes = bytes(for: push)
+        try checked(bytes(for: push), of: push.activityID, for: delivery)
+    }
+
+    /// `bytes`, a payload of `activityID` already written, or
+    /// ``PayloadTooLargeError`` when they exceed the limit for `delivery`.
+    static func checked(_ bytes: [UInt8], of activityID: ActivityID, for delivery: Delivery = .device) throws(PayloadTooLargeError) -> [UInt8] {
         guard bytes.count <= delivery.limit else {
-            throw PayloadTooLargeError(activityID: push.activityID, size: bytes.count, limit: delivery.limit)
+            throw PayloadTooLargeError(activityID: activityID, size: bytes.count, limit: delivery.limit)
         }
         return bytes
     }
 
-    /// The size in bytes of ``encode(_:for:)``'s payload for `push`,
-    /// counted without encoding it.
+    /// The size in bytes of ``encode(_:for:)``'s payload for `push` (written
+    /// and counted).
     public static func size(of push: LiveActivityPush) -> Int {
         bytes(for: push).count
     }

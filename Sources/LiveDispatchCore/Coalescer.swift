@@ -238,16 +238,16 @@ public struct Coalescer: Sendable {
         // the state stays as it was.
         var probe = entry
         probe.held = held
-        let payload = APNsPayload.bytes(for: Self.flush(&probe, event: command.event, command: command, now: now, configuration: configuration).push)
-        let size = payload.count
-        held.payload = payload
-        if size > APNsPayload.deviceLimit {
+        do {
+            held.payload = try APNsPayload.checked(
+                APNsPayload.bytes(for: Self.flush(&probe, event: command.event, command: command, now: now, configuration: configuration).push),
+                of: id)
+        } catch {
             if let original { entries[id] = original }
-            let error = PayloadTooLargeError(activityID: id, size: size, limit: APNsPayload.deviceLimit)
             return .reject(
                 .payloadTooLarge,
                 message: "\(error); \(command.event.rawValue) at offset \(offset) is not applied and the previous state stays",
-                details: ["size": .integer(Int64(size)), "limit": .integer(Int64(error.limit))])
+                details: ["size": .integer(Int64(error.size)), "limit": .integer(Int64(error.limit))])
         }
 
         switch command.event {

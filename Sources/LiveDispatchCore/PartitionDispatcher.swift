@@ -815,15 +815,7 @@ public struct PartitionDispatcher: Sendable {
         do throws(PayloadTooLargeError) {
             // Written once per version (by the coalescer's size check when
             // it could): every token's send shares it.
-            let bytes: [UInt8]
-            if let written = flush.payload {
-                guard written.count <= APNsPayload.deviceLimit else {
-                    throw PayloadTooLargeError(activityID: activity, size: written.count, limit: APNsPayload.deviceLimit)
-                }
-                bytes = written
-            } else {
-                bytes = try APNsPayload.encode(flush.push)
-            }
+            let bytes = try APNsPayload.checked(flush.payload ?? APNsPayload.bytes(for: flush.push), of: activity)
             // Kept for the sends only when the fan-out takes this version
             // (it ignores one not newer than what its tokens have).
             if delivery.fanOut.takes(flush.push) {

@@ -106,7 +106,7 @@ private struct DispatchMachine {
         var offset: Int64 = 0
         for match in 0..<activities {
             for index in 0..<tokens {
-                let hex = String(match, radix: 16).leftPadded(8) + String(index, radix: 16).leftPadded(8) + String(repeating: "ab", count: 24)
+                let hex = String(format: "%08x%08x", match, index) + String(repeating: "ab", count: 24)
                 let value = Array(#"{"activity_id": "match-bench-\#(match)", "token": "\#(hex)"}"#.utf8)
                 queue = machine.tokenRecord(.init(offset: offset, key: Array("match-bench-\(match)".utf8), value: value, timestamp: now), now: now)
                 perform()
@@ -163,11 +163,5 @@ private struct DispatchMachine {
             }
         }
         queue.removeAll(keepingCapacity: true)
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(_ width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

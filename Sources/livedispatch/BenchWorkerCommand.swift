@@ -158,7 +158,7 @@ struct BenchWorkerCommand: AsyncParsableCommand {
                 else { continue }
                 let published = sentAt[match][Int(score) - 1]
                 latencies.append(push.receivedAt - published)
-                let second = min(max(0, Int(saturating: (published - start).rounded(.down))), 3_600)
+                let second = Self.second(of: published, since: start)
                 slowestBySecond[second] = max(slowestBySecond[second] ?? 0, push.receivedAt - published)
             }
             latencies.sort()
@@ -236,7 +236,7 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         func perSecond(_ times: [Double]) -> String {
             var counts: [Int] = []
             for time in times {
-                let second = min(max(0, Int(saturating: (time - start).rounded(.down))), 3_600)
+                let second = Self.second(of: time, since: start)
                 if counts.count <= second { counts.append(contentsOf: repeatElement(0, count: second + 1 - counts.count)) }
                 counts[second] += 1
             }
@@ -245,6 +245,11 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         print("commands routed per second: \(perSecond(routedAt))")
         print("pushes received per second: \(perSecond(pushes.map(\.receivedAt)))")
         print("command to push (dispatcher, window included) ms: \(summary(dispatcher))")
+    }
+
+    /// The second of the run `time` falls in (0 to an hour).
+    private static func second(of time: Double, since start: Double) -> Int {
+        min(max(0, Int(saturating: (time - start).rounded(.down))), 3_600)
     }
 
     /// The goal event the benchmarks publish: match `bench-<match>`, the home side at `score`.
