@@ -254,7 +254,8 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchWorkerTests",
             dependencies: [
-                "LiveDispatchWorker", "LiveDispatchCore", "APNs", "APNsSimulator",
+                "LiveDispatchWorker", "LiveDispatchCore", "APNs", "APNsSimulator", "Kafka", "TestSupport",
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -589,13 +589,11 @@ public struct PartitionDispatcher: Sendable {
     /// flush deadline, retry or sweep; nil while restoring with nothing due.
     public var nextDeadline: UnixTime? {
         mutating get {
-            let wake: UnixTime? = [wakes.next, catchUp?.deadline].compactMap { $0 }.min()
-            return switch (wake, nextSweep) {
-            case (let wake?, let sweep?): min(wake, sweep)
-            case (let wake?, nil): wake
-            case (nil, let sweep?): sweep
-            case (nil, nil): nil
+            func earlier(_ first: UnixTime?, _ second: UnixTime?) -> UnixTime? {
+                guard let first, let second else { return first ?? second }
+                return min(first, second)
             }
+            return earlier(earlier(wakes.next, catchUp?.deadline), nextSweep)
         }
     }
 

@@ -416,18 +416,18 @@ extension CompiledRule {
             let name = assignment.name
             switch assignment.kind {
             case .value(let expression, let field):
-                let fieldPath = "\(path).\(name)"
+                // The field's path is written only for an error: not per event.
                 let value: Value
                 do {
                     value = try expression.evaluate(context)
                 } catch {
-                    throw EvaluationFailure("\(fieldPath): \(error.message)")
+                    throw EvaluationFailure("\(path).\(name): \(error.message)")
                 }
                 if case .null = value {
-                    guard field.optional else { throw EvaluationFailure("\(fieldPath): is required, got null (give a default with ??)") }
+                    guard field.optional else { throw EvaluationFailure("\(path).\(name): is required, got null (give a default with ??)") }
                     fields[name] = .null
                 } else {
-                    fields[name] = try field.type.conform(value, path: fieldPath)
+                    fields[name] = try field.type.conform(value, path: "\(path).\(name)")
                 }
             case .object(let nested):
                 fields[name] = .object(try build(nested, context, path: "\(path).\(name)"))

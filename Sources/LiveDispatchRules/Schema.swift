@@ -28,9 +28,9 @@ indirect enum SchemaType: Sendable, Hashable {
     /// Checks a run-time value against the type and gives the JSON that goes
     /// into the command. Dates become seconds since 2001-01-01, which is how
     /// the app's `ContentState` decodes a `Date` with default strategies.
-    func conform(_ value: Value, path: String) throws(EvaluationFailure) -> JSONValue {
+    func conform(_ value: Value, path: @autoclosure () -> String) throws(EvaluationFailure) -> JSONValue {
         func mismatch() -> EvaluationFailure {
-            EvaluationFailure("\(path): expected \(name), got \(value.type.name) \(value.preview)")
+            EvaluationFailure("\(path()): expected \(name), got \(value.type.name) \(value.preview)")
         }
         switch self {
         case .int:
@@ -61,7 +61,7 @@ indirect enum SchemaType: Sendable, Hashable {
         case .enumeration(let members):
             guard case .string(let text) = value else { throw mismatch() }
             guard members.contains(text) else {
-                throw EvaluationFailure("\(path): \(text.debugDescription) is not one of \(members.joined(separator: ", "))")
+                throw EvaluationFailure("\(path()): \(text.debugDescription) is not one of \(members.joined(separator: ", "))")
             }
             return .string(text)
         case .object(let fields):
@@ -70,13 +70,13 @@ indirect enum SchemaType: Sendable, Hashable {
             for field in fields {
                 let member = members[field.name].map(Value.init) ?? .null
                 if case .null = member {
-                    if !field.optional { throw EvaluationFailure("\(path).\(field.name): is required, got null") }
+                    if !field.optional { throw EvaluationFailure("\(path()).\(field.name): is required, got null") }
                     continue
                 }
-                result[field.name] = try field.type.conform(member, path: "\(path).\(field.name)")
+                result[field.name] = try field.type.conform(member, path: "\(path()).\(field.name)")
             }
             if let unknown = members.keys.sorted().first(where: { name in !fields.contains { $0.name == name } }) {
-                throw EvaluationFailure("\(path).\(unknown): is not a field of the schema")
+                throw EvaluationFailure("\(path()).\(unknown): is not a field of the schema")
             }
             return .object(result)
         case .array(let element):
@@ -84,8 +84,8 @@ indirect enum SchemaType: Sendable, Hashable {
             var result: [JSONValue] = []
             result.reserveCapacity(elements.count)
             for (position, item) in elements.enumerated() {
-                if case .null = item { throw EvaluationFailure("\(path)[\(position)]: expected \(element.name), got null") }
-                result.append(try element.conform(Value(item), path: "\(path)[\(position)]"))
+                if case .null = item { throw EvaluationFailure("\(path())[\(position)]: expected \(element.name), got null") }
+                result.append(try element.conform(Value(item), path: "\(path())[\(position)]"))
             }
             return .array(result)
         }

@@ -38,8 +38,15 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         name: .customLong("backpressure-high"),
         help: "backpressure.high_watermark for the run: records in progress above which the worker pauses (default: the worker's).")
     var backpressureHigh: Int?
+    @Option(
+        name: .customLong("linger-ms"),
+        help: "How long the bench's producer (the backends) waits to fill a batch, in milliseconds.")
+    var lingerMilliseconds = 1
 
     func validate() throws {
+        guard lingerMilliseconds >= 0, lingerMilliseconds <= 1_000 else {
+            throw ValidationError("--linger-ms: expected 0 to 1000 milliseconds, got \(lingerMilliseconds)")
+        }
         if let backpressureHigh, backpressureHigh < 2 {
             throw ValidationError("--backpressure-high: expected at least 2 records, got \(backpressureHigh)")
         }
@@ -92,7 +99,7 @@ struct BenchWorkerCommand: AsyncParsableCommand {
                 try await Task.sleep(for: .milliseconds(20))
             }
             var client = KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [worker.bootstrapServers], properties: ["log_level": "3"]))
-            client.linger = .milliseconds(1)
+            client.linger = .milliseconds(lingerMilliseconds)
             client.maxQueuedRecords = 1_000_000
             let producer = try KafkaProducer(configuration: client, logger: logger)
 
@@ -135,14 +142,20 @@ struct BenchWorkerCommand: AsyncParsableCommand {
             let publishedBy = Date().timeIntervalSince1970
             for delivery in pending { _ = try await delivery.wait() }
 
-            // Done when every token holds its match's final score. A token
-            // found done is not read again: the check shares the cores with
-            // the worker it measures.
+            // Done when every token holds its match's final score. The check
+            // shares the cores with the worker it measures: a token found done
+            // is not read again, and a token's last push is parsed only when
+            // it received another since the previous look.
             let deadline = Date().addingTimeInterval(300)
-            var waiting = tokenActivity
+            var waiting = tokenActivity.mapValues { (match: $0, seen: 0) }
             while Date() < deadline {
-                waiting = waiting.filter { hex, match in
-                    simulator.received(by: hex)?.last.payloadJSON?["aps"]?["content-state"]?["teamOneScore"]?.integerValue != Int64(scores[match])
+                for (hex, token) in waiting {
+                    guard let received = simulator.received(by: hex), received.count != token.seen else { continue }
+                    if received.last.payloadJSON?["aps"]?["content-state"]?["teamOneScore"]?.integerValue == Int64(scores[token.match]) {
+                        waiting.removeValue(forKey: hex)
+                    } else {
+                        waiting[hex]?.seen = received.count
+                    }
                 }
                 if waiting.isEmpty { break }
                 try await Task.sleep(for: .milliseconds(50))

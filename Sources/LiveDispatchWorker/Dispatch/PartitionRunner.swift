@@ -26,8 +26,9 @@ final class PartitionRunner: Sendable {
     private struct Box: Sendable {
         var machine: PartitionDispatcher
         var closed = false
-        /// The deadline the armed timer fires at, and the timer.
-        var armed: (at: UnixTime, timer: Scheduled<Void>)?
+        /// The deadline the armed timer fires at, the timer, and its number.
+        var armed: (at: UnixTime, timer: Scheduled<Void>, number: UInt64)?
+        var timersArmed: UInt64 = 0
     }
 
     private struct Inbox: Sendable {
@@ -141,14 +142,26 @@ final class PartitionRunner: Sendable {
         if let next {
             let delay = max(0, next - now)
             let nanoseconds = Int64(exactly: (delay * 1e9).rounded(.up)) ?? Int64.max / 2
-            let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] () -> Void in self?.timerFired() }
-            box.armed = (next, timer)
+            box.timersArmed &+= 1
+            let number = box.timersArmed
+            let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] () -> Void in self?.timerFired(number) }
+            box.armed = (next, timer, number)
         }
         return previous
     }
 
-    private func timerFired() {
-        apply { machine, now in machine.timerFired(now: now) }
+    /// The armed timer is spent once it fired: the re-arm after it arms the
+    /// next deadline even when that is the same one. The event loop's clock
+    /// is monotonic, the machine's the wall clock: a timer may fire when the
+    /// wall clock says its deadline is still ahead (a slewed or stepped
+    /// clock), and re-arming only on a changed deadline left that partition
+    /// with no timer at all. A cancelled timer that ran anyway leaves the
+    /// armed one alone.
+    private func timerFired(_ number: UInt64) {
+        applyLocked { box, now in
+            if box.armed?.number == number { box.armed = nil }
+            return box.machine.timerFired(now: now)
+        }
     }
 
     /// Takes an outcome or acknowledgement from another thread; the first
