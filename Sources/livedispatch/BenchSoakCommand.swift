@@ -96,8 +96,9 @@ struct BenchSoakCommand: AsyncParsableCommand {
                     if elapsed >= warmUpSeconds, steadyFrom == nil { steadyFrom = (elapsed, progress) }
                     last = (elapsed, progress)
                     emit(line + String(
-                        format: "  routed %.0f  dispatched %.0f  pushed %.0f  in progress %.0f  paused %@",
-                        progress.routed, progress.dispatched, progress.pushed, progress.inProgress, progress.paused ? "yes" : "no"))
+                        format: "  routed %.0f  dispatched %.0f  pushed %.0f  in progress %.0f  paused %@  cpu %.1f s",
+                        progress.routed, progress.dispatched, progress.pushed, progress.inProgress, progress.paused ? "yes" : "no",
+                        progress.cpuSeconds))
                 } else {
                     emit(line + "  (the worker's /metrics did not answer within 5 s)")
                 }
@@ -131,6 +132,8 @@ struct BenchSoakCommand: AsyncParsableCommand {
                 format: "worker after warm-up: %.0f events routed/s, %.0f commands dispatched/s, %.0f pushes/s; offered %.1f times what it dispatched",
                 (last.progress.routed - steadyFrom.progress.routed) / span, dispatched,
                 (last.progress.pushed - steadyFrom.progress.pushed) / span, dispatched > 0 ? Double(rate) / dispatched : Double.infinity))
+            // Its own process only: the soak's producer, the simulator and the broker are not in it.
+            emit(String(format: "worker CPU after warm-up: %.2f cores", (last.progress.cpuSeconds - steadyFrom.progress.cpuSeconds) / span))
         }
         if let mean = series.steadyMean, let deviation = series.deviationPercent {
             emit(String(
@@ -152,6 +155,8 @@ struct WorkerProgress {
     var pushed = 0.0
     var inProgress = 0.0
     var paused = false
+    /// The worker process's CPU time so far, in seconds.
+    var cpuSeconds = 0.0
 
     /// nil when the worker's metrics cannot be read.
     static func read(_ fleet: WorkerFleet) async -> WorkerProgress? {
@@ -161,7 +166,8 @@ struct WorkerProgress {
             dispatched: BenchFanOutCommand.sample("livedispatch_commands_dispatched_total", labels: "", in: metrics),
             pushed: BenchFanOutCommand.sample("livedispatch_pushes_total", labels: #"outcome="delivered""#, in: metrics),
             inProgress: BenchFanOutCommand.sample("livedispatch_records_in_progress", labels: "", in: metrics),
-            paused: BenchFanOutCommand.sample("livedispatch_consumer_paused", labels: "", in: metrics) > 0)
+            paused: BenchFanOutCommand.sample("livedispatch_consumer_paused", labels: "", in: metrics) > 0,
+            cpuSeconds: BenchFanOutCommand.sample("process_cpu_seconds_total", labels: "", in: metrics))
     }
 }
 

@@ -60,3 +60,24 @@ struct BenchDispatchCommandTests {
         #expect(lines.contains("pushes: 600 (1.0 command-token pairs per push), snapshots: 300"), "\(result.standardOutput)")
     }
 }
+
+/// `livedispatch bench soak` as a process, briefly: its worker is a process
+/// of its own, and what that process spends comes from its `/metrics`.
+@Suite("bench soak")
+struct BenchSoakCommandTests {
+    @Test func reportsWhatTheWorkerTookAndItsCPU() throws {
+        let result = try runProcess(
+            ["bench", "soak", "--minutes", "0.4", "--rate", "400", "--activities", "40", "--sample-seconds", "2",
+             "--warm-up-seconds", "8", "--tolerance", "100", "--partitions", "2"],
+            currentDirectory: TestPaths.repositoryRoot)
+        #expect(result.status == 0, "\(result.standardOutput)\n\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        let dispatched = lines.first { $0.hasPrefix("worker after warm-up: ") }
+        #expect(dispatched != nil, "\(result.standardOutput)")
+        let cpu = try #require(lines.first { $0.hasPrefix("worker CPU after warm-up: ") }, "\(result.standardOutput)")
+        // "worker CPU after warm-up: C cores"
+        let cores = try #require(Double(cpu.split(separator: " ")[4]))
+        #expect(cores > 0 && cores < 8, "\(cpu)")
+        #expect(lines.contains { $0.contains(" cpu ") && $0.contains(" rss ") }, "every sample shows the worker's CPU so far")
+    }
+}

@@ -26,6 +26,16 @@ struct HTTPServerTests {
         let metrics = try httpRequest("GET", port: port, "/metrics")
         #expect(metrics.status == 200 && metrics.headers["content-type"] == "text/plain; version=0.0.4")
         #expect(metrics.body.contains("livedispatch_"))
+        // The process series Prometheus's client libraries export, as an SRE's dashboards expect them.
+        func sample(_ name: String) -> Double? {
+            metrics.body.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        #expect(metrics.body.contains("# TYPE process_cpu_seconds_total counter"))
+        #expect((sample("process_cpu_seconds_total") ?? 0) > 0)
+        #expect((sample("process_resident_memory_bytes") ?? 0) > 10_000_000)
+        #expect((sample("process_open_fds") ?? 0) > 3)
+        #expect((sample("process_max_fds") ?? 0) >= (sample("process_open_fds") ?? 0))
+        #expect(abs((sample("process_start_time_seconds") ?? 0) - Date().timeIntervalSince1970) < 600)
         #expect(try httpRequest("GET", port: port, "/nothing-here").status == 404)
         let withBody = try httpRequest("GET", port: port, "/healthz", body: "surprise")
         #expect(withBody.status == 400)

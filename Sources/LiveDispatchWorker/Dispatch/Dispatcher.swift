@@ -132,9 +132,11 @@ public final class Dispatcher: Service, Sendable {
     }
 
     /// Sets `livedispatch_records_in_progress` to the records in progress
-    /// now, and `livedispatch_sends_in_flight` to the sends in flight;
-    /// called when metrics are scraped, so the hot path never updates them.
+    /// now, `livedispatch_sends_in_flight` to the sends in flight, and the
+    /// `process_*` series (CPU, memory, descriptors); called when metrics
+    /// are scraped, so the hot path never updates them.
     public func recordBacklog() {
+        if let statistics = ProcessStatistics.current() { metrics.process(statistics) }
         metrics.backlog(outstandingTotal.load(ordering: .relaxed))
         let runners = table.withLock { Array($0.runners.values) }
         metrics.sendsInFlight(runners.reduce(0) { $0 + $1.sendsInFlight }, limit: configuration.limits.maxInFlightPerWorker)

@@ -15,6 +15,8 @@ public struct WorkerMetrics: Sendable {
     private let pushDuration: Timer
     private let consumed: CounterCache
     private let routed: CounterCache
+    /// CPU seconds counted so far: a scrape adds what was used since.
+    private let reportedCPU = ReportedTotal()
 
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
@@ -105,6 +107,23 @@ public struct WorkerMetrics: Sendable {
         Gauge(label: "livedispatch_records_in_progress", dimensions: [], factory: factory).record(count)
     }
 
+    /// The process's CPU time, memory and descriptors under the names
+    /// Prometheus's client libraries give them (`process_cpu_seconds_total`
+    /// and the rest), brought up to date at a scrape.
+    func process(_ statistics: ProcessStatistics) {
+        let added = reportedCPU.advance(to: statistics.cpuSeconds)
+        FloatingPointCounter(label: "process_cpu_seconds_total", dimensions: [], factory: factory).increment(by: added)
+        Gauge(label: "process_resident_memory_bytes", dimensions: [], factory: factory).record(statistics.residentBytes)
+        Gauge(label: "process_virtual_memory_bytes", dimensions: [], factory: factory).record(statistics.virtualBytes)
+        Gauge(label: "process_start_time_seconds", dimensions: [], factory: factory).record(statistics.startTime)
+        if let open = statistics.openFileDescriptors {
+            Gauge(label: "process_open_fds", dimensions: [], factory: factory).record(open)
+        }
+        if let limit = statistics.maxFileDescriptors {
+            Gauge(label: "process_max_fds", dimensions: [], factory: factory).record(limit)
+        }
+    }
+
     func sendsInFlight(_ count: Int, limit: Int) {
         Gauge(label: "livedispatch_sends_in_flight", dimensions: [], factory: factory).record(count)
         Gauge(label: "livedispatch_sends_in_flight_limit", dimensions: [], factory: factory).record(limit)
@@ -134,5 +153,19 @@ final class CounterCache: Sendable {
         let counter = Counter(label: label, dimensions: [(dimension, value)], factory: factory)
         counters.withLock { $0[value] = counter }
         return counter
+    }
+}
+
+/// A total reported as a counter from readings of a running sum: each
+/// reading adds what grew since the last (never a negative step).
+final class ReportedTotal: Sendable {
+    private let reported = Mutex(0.0)
+
+    func advance(to reading: Double) -> Double {
+        reported.withLock { reported in
+            guard reading.isFinite, reading > reported else { return 0 }
+            defer { reported = reading }
+            return reading - reported
+        }
     }
 }
