@@ -76,7 +76,7 @@ struct BenchSoakCommandTests {
         #expect(dispatched != nil, "\(result.standardOutput)")
         let cpu = try #require(lines.first { $0.hasPrefix("worker CPU after warm-up: ") }, "\(result.standardOutput)")
         // "worker CPU after warm-up: C cores"
-        let cores = try #require(Double(cpu.split(separator: " ")[4]))
+        let cores = try #require(cpu.split(separator: " ").dropFirst(4).first.flatMap { Double($0) }, "\(cpu)")
         #expect(cores > 0 && cores < 8, "\(cpu)")
         #expect(lines.contains { $0.contains(" cpu ") && $0.contains(" rss ") }, "every sample shows the worker's CPU so far")
     }
