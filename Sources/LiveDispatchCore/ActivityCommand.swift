@@ -296,6 +296,15 @@ public struct ActivityCommand: Sendable, Hashable {
         }
     }
 
+    /// The command as the router writes it: one a rule made without an `id`
+    /// takes its source's ``CommandSource/commandID``, so the same event
+    /// routed again (after a crash or a rebalance) is applied once.
+    public var routed: ActivityCommand {
+        var command = self
+        if command.id == nil { command.id = command.source?.commandID }
+        return command
+    }
+
     /// Parses a command from the bytes of a Kafka record value.
     public init(bytes: [UInt8], apps: AppDirectory = .unchecked) throws(FieldError) {
         try self.init(json: try FieldReader.parse(bytes), apps: apps)

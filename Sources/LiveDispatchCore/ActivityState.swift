@@ -67,8 +67,38 @@ public struct ActivityState: Sendable, Hashable {
                 output.append(nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10)
             }
             output.append(UInt8(ascii: "@"))
-            output.append(contentsOf: appliedAt.seconds.description.utf8)
+            Self.writeSeconds(appliedAt.seconds, to: &output)
             output.append(UInt8(ascii: "\""))
+        }
+
+        /// Appends `seconds.description`. A time kept to the millisecond (as
+        /// ``ActivityState/remember(_:at:since:limit:)`` keeps them) is written
+        /// digit by digit: its shortest decimal is its whole seconds and up to
+        /// three decimals without trailing zeros (times in ``UnixTime/acceptedRange``
+        /// are far below where a double's spacing reaches a millisecond).
+        /// Any other time (read from an older snapshot) goes through `description`.
+        static func writeSeconds(_ seconds: Double, to output: inout [UInt8]) {
+            let milliseconds = (seconds * 1000).rounded()
+            guard milliseconds / 1000 == seconds, UnixTime.acceptedRange.contains(seconds),
+                  let whole = Int64(exactly: milliseconds)
+            else {
+                output.append(contentsOf: seconds.description.utf8)
+                return
+            }
+            JSONValue.writeInteger(whole / 1000, to: &output)
+            output.append(UInt8(ascii: "."))
+            var fraction = whole % 1000
+            var digits = 3
+            while digits > 1, fraction % 10 == 0 {
+                fraction /= 10
+                digits -= 1
+            }
+            var divisor: Int64 = 1
+            for _ in 1..<digits { divisor *= 10 }
+            while divisor > 0 {
+                output.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: fraction / divisor % 10))
+                divisor /= 10
+            }
         }
 
         init?(text: String) {
@@ -158,7 +188,10 @@ public struct ActivityState: Sendable, Hashable {
         let digest = RememberedCommand.digest(commandID)
         commandIDs.removeAll { $0.appliedAt < since || $0.digest == digest }
         guard limit > 0 else { return }
-        commandIDs.append(RememberedCommand(digest: digest, appliedAt: now))
+        // Kept to the millisecond: every snapshot writes each remembered
+        // id's time, and a time of three decimals is written without a
+        // heap allocation (its text fits a small string).
+        commandIDs.append(RememberedCommand(digest: digest, appliedAt: UnixTime(seconds: (now.seconds * 1000).rounded() / 1000)))
         if commandIDs.count > limit { commandIDs.removeFirst(commandIDs.count - limit) }
     }
 

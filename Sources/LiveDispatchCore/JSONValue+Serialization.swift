@@ -77,20 +77,21 @@ extension JSONValue {
         literal.withUTF8Buffer { output.append(contentsOf: $0) }
     }
 
-    /// Appends `value` in decimal, digit by digit (no `String` made).
+    /// Appends `value` in decimal, digit by digit (no `String` made): from
+    /// the last digit, dividing by the constant 10 (which compiles to a
+    /// multiplication, not a division instruction), into a buffer on the stack.
     static func writeInteger(_ value: Int64, to output: inout [UInt8]) {
         if value < 0 { output.append(UInt8(ascii: "-")) }
         var rest = value.magnitude
-        var digits = 1
-        var scale: UInt64 = 1
-        while rest / scale >= 10 {
-            scale *= 10
-            digits += 1
-        }
-        for _ in 0..<digits {
-            output.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest / scale))
-            rest %= scale
-            scale /= 10
+        // UInt64.max has 20 digits.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = digits.count
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            } while rest > 0
+            output.append(contentsOf: UnsafeMutableBufferPointer(rebasing: digits[start...]))
         }
     }
 

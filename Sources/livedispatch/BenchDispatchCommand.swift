@@ -57,7 +57,7 @@ struct BenchDispatchCommand: ParsableCommand {
             let event = BenchWorkerCommand.goalEvent(match: match, score: scores[match])
             let record = EventRecord(topic: "sports.scores", offset: Int64(offset), key: "bench-\(match)", timestamp: machine.now)
             for case .command(let command) in ruleSet.evaluate(record, value: Array(event.utf8), now: machine.now) {
-                values.append((Array(command.activityID.rawValue.utf8), command.serialized()))
+                values.append((Array(command.activityID.rawValue.utf8), command.routed.serialized()))
             }
         }
         guard values.count == commands else {

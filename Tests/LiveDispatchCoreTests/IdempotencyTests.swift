@@ -120,5 +120,37 @@ struct RoutedCommandIDTests {
         var command = ActivityCommand(activityID: try ActivityID("a"))
         command.id = long.commandID
         #expect((try? ActivityCommand(json: command.json))?.id == long.commandID, "a derived id always decodes")
+        // As the router writes them: a command without an id takes its source's; one with an id keeps it.
+        var made = ActivityCommand(activityID: try ActivityID("a"), source: source)
+        #expect(made.routed.id == "sports.scores/3@1234/goal")
+        made.id = "backend-7"
+        #expect(made.routed.id == "backend-7")
+        #expect(ActivityCommand(activityID: try ActivityID("a")).routed.id == nil)
+    }
+
+    @Test("ids are remembered to the millisecond, and their times are written exactly as their description, kept to the millisecond or not")
+    func rememberedTimes() throws {
+        let t0 = 1_764_000_000.0
+        var state = ActivityState(activityID: try ActivityID("a"), createdAt: time(t0))
+        state.remember("goal-1", at: time(t0 + 0.1234567), since: time(t0 - 1), limit: 8)
+        #expect(state.commandIDs.last?.appliedAt == time(t0 + 0.123))
+        #expect(state.remembers("goal-1", since: time(t0)))
+        var generator = SystemRandomNumberGenerator()
+        var times: [Double] = [0, 0.001, 0.5, 1, 10.05, 1_764_000_000, 1_764_000_000.1, 1_764_000_000.12, 1_764_000_000.999, 253_402_300_799.999,
+                               1_764_000_000.0001, 1_764_000_000.123456, 0.1234567]
+        for _ in 0..<2_000 {
+            let milliseconds = Double(Int64.random(in: 0...253_402_300_799_999, using: &generator))
+            times.append(milliseconds / 1000)
+            times.append(Double.random(in: 0...253_402_300_799, using: &generator))
+        }
+        for seconds in times {
+            var bytes: [UInt8] = []
+            ActivityState.RememberedCommand.writeSeconds(seconds, to: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == seconds.description, "\(seconds)")
+            let remembered = ActivityState.RememberedCommand(digest: 42, appliedAt: UnixTime(seconds: seconds))
+            var written: [UInt8] = []
+            remembered.write(to: &written)
+            #expect(String(decoding: written, as: UTF8.self) == "\"" + remembered.text + "\"")
+        }
     }
 }

@@ -209,12 +209,9 @@ public final class Router: Service, Sendable {
             timestamp: timestamp, value: value, now: now, eventLimits: RuleSet.eventLimits(maxBytes: configuration.limits.maxEventBytes))
         {
             switch outcome {
-            case .command(var command):
+            case .command(let command):
                 metrics.eventRouted("command")
-                // Routed again after a crash or a rebalance, the event makes
-                // the same command id, and the dispatcher applies it once.
-                if command.id == nil { command.id = command.source?.commandID }
-                outputs.append(Output(topic: configuration.topic(.commands), key: Array(command.activityID.rawValue.utf8), value: command.serialized()))
+                outputs.append(Output(topic: configuration.topic(.commands), key: Array(command.activityID.rawValue.utf8), value: command.routed.serialized()))
             case .failure(let failure):
                 metrics.eventRouted("failure")
                 let reason: DeadLetterReason = failure.code == .invalidEvent ? .invalidJSON : .ruleError
