@@ -189,8 +189,8 @@ public struct ActivityState: Sendable, Hashable {
         commandIDs.removeAll { $0.appliedAt < since || $0.digest == digest }
         guard limit > 0 else { return }
         // Kept to the millisecond: every snapshot writes each remembered
-        // id's time, and a time of three decimals is written without a
-        // heap allocation (its text fits a small string).
+        // id's time, and a time of three decimals is written digit by digit
+        // (``RememberedCommand/writeSeconds(_:to:)``), not through `description`.
         commandIDs.append(RememberedCommand(digest: digest, appliedAt: UnixTime(seconds: (now.seconds * 1000).rounded() / 1000)))
         if commandIDs.count > limit { commandIDs.removeFirst(commandIDs.count - limit) }
     }
