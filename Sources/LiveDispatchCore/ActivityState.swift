@@ -87,18 +87,10 @@ public struct ActivityState: Sendable, Hashable {
             }
             JSONValue.writeInteger(whole / 1000, to: &output)
             output.append(UInt8(ascii: "."))
-            var fraction = whole % 1000
-            var digits = 3
-            while digits > 1, fraction % 10 == 0 {
-                fraction /= 10
-                digits -= 1
-            }
-            var divisor: Int64 = 1
-            for _ in 1..<digits { divisor *= 10 }
-            while divisor > 0 {
-                output.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: fraction / divisor % 10))
-                divisor /= 10
-            }
+            let fraction = whole % 1000
+            for divisor: Int64 in [100, 10, 1] { output.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: fraction / divisor % 10)) }
+            // Trailing zeros dropped, one digit kept: `.5`, `.0`.
+            for _ in 0..<2 where output.last == UInt8(ascii: "0") { output.removeLast() }
         }
 
         init?(text: String) {
