@@ -25,6 +25,10 @@ public struct ActivityState: Sendable, Hashable {
     /// first, so a repeat of one is acknowledged and not applied
     /// (`idempotency.*`).
     public var commandIDs: [RememberedCommand] = []
+    /// How far the router-made commands of each domain partition have been
+    /// applied (``SourceMark``), least recently fed first: they stand for
+    /// those commands' ids, which are not in ``commandIDs``.
+    public var sourceMarks: [SourceMark] = []
     /// When the priority-10 pushes of the last hour were flushed, oldest
     /// first (the priority budget), at most the budget's count.
     public var priority10SentAt: [UnixTime] = []
@@ -160,6 +164,9 @@ public struct ActivityState: Sendable, Hashable {
             }
             commandIDs.append(remembered)
         }
+        for (index, entry) in try reader.array("source_marks").enumerated() {
+            sourceMarks.append(try SourceMark(json: entry, path: "source_marks[\(index)]"))
+        }
         for (index, entry) in try reader.array("priority_10_at").enumerated() {
             guard let seconds = entry.numberValue, let time = UnixTime(acceptedSeconds: seconds) else {
                 throw FieldError(field: "priority_10_at[\(index)]", message: "expected a date as Unix seconds, got \(entry.typeName)")
@@ -183,7 +190,7 @@ public struct ActivityState: Sendable, Hashable {
         // Kept to the millisecond: every snapshot writes each remembered
         // id's time, and a time of three decimals is written digit by digit
         // (``RememberedCommand/writeSeconds(_:to:)``), not through `description`.
-        commandIDs.append(RememberedCommand(digest: digest, appliedAt: UnixTime(seconds: (now.seconds * 1000).rounded() / 1000)))
+        commandIDs.append(RememberedCommand(digest: digest, appliedAt: Self.millisecond(now)))
         if commandIDs.count > limit { commandIDs.removeFirst(commandIDs.count - limit) }
     }
 
@@ -208,6 +215,7 @@ public struct ActivityState: Sendable, Hashable {
         if !commandIDs.isEmpty {
             fields["command_digests"] = .array(commandIDs.map { .string($0.text) })
         }
+        if !sourceMarks.isEmpty { fields["source_marks"] = .array(sourceMarks.map(\.json)) }
         if !priority10SentAt.isEmpty { fields["priority_10_at"] = .array(priority10SentAt.map { .double($0.seconds) }) }
         return .object(fields)
     }

@@ -209,10 +209,7 @@ public struct Coalescer: Sendable {
 
         let eventTime = command.timestamp ?? recordTime
         entry.state.lastOffset = offset
-        if let commandID = command.id {
-            entry.state.remember(
-                commandID, at: now, since: now + -configuration.idempotencyWindow, limit: configuration.maxRememberedIDs)
-        }
+        entry.state.remember(command, at: now, since: now + -configuration.idempotencyWindow, limit: configuration.maxRememberedIDs)
         if command.event == .start || command.replaceState {
             entry.state.contentState = command.contentState ?? .object([:])
         } else if let patch = command.contentState {
@@ -286,7 +283,7 @@ public struct Coalescer: Sendable {
         if let lastOffset = known.lastOffset, offset <= lastOffset {
             return .alreadyApplied
         }
-        if let commandID = command.id, known.remembers(commandID, since: now + -configuration.idempotencyWindow) {
+        if let commandID = command.id, known.remembers(command, since: now + -configuration.idempotencyWindow) {
             return .duplicate(commandID: commandID)
         }
         if let app = command.app, let owner = known.app, app != owner {

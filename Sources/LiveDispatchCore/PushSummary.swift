@@ -101,7 +101,7 @@ extension PushSummary {
     /// if any), written without building the history's objects: a snapshot
     /// is written per completed push.
     public static func serializedSnapshot(_ state: ActivityState, history: [PushSummary], channel: JSONValue? = nil) -> [UInt8] {
-        var writer = JSONObjectWriter(capacity: 256 + 128 * history.count + 40 * state.commandIDs.count)
+        var writer = JSONObjectWriter(capacity: 256 + 128 * history.count + 40 * state.commandIDs.count + 96 * state.sourceMarks.count)
         // Keys in the serializer's order (sorted by their bytes), as ``ActivityState/json`` has them.
         writer.string("activity_id", state.activityID.rawValue)
         writer.string("app", state.app)
@@ -119,6 +119,7 @@ extension PushSummary {
         }
         writer.array("pushes", history) { $0.write(to: &$1) }
         writer.double("relevance_score", state.relevanceScore)
+        if !state.sourceMarks.isEmpty { writer.array("source_marks", state.sourceMarks) { $0.write(to: &$1) } }
         writer.double("stale_date", state.staleDate?.seconds)
         writer.double("timestamp", state.timestamp?.seconds)
         writer.integer("version", Int64(clamping: state.version))

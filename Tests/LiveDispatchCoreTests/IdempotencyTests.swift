@@ -154,3 +154,124 @@ struct RoutedCommandIDTests {
         }
     }
 }
+
+@Suite("Source marks: router-made command ids")
+struct SourceMarkTests {
+    let t0 = 1_764_000_000.0
+
+    /// The command a rule made of the event at `offset` of `sports[partition]`, as the router writes it.
+    func routed(_ offset: Int64, rule: String? = "goal", partition: Int32 = 3, _ patch: JSONValue = ["n": 1], activity: String = "match-42") -> ActivityCommand {
+        var command = update(activity, patch)
+        command.source = CommandSource(topic: "sports", partition: partition, offset: offset, rule: rule)
+        return command.routed
+    }
+
+    func coalescer(limit: Int = 256, window: Double = 24 * 3600) -> Coalescer {
+        Coalescer(configuration: .init(window: 0, maxAge: 100 * 3600, idempotencyWindow: window, maxRememberedIDs: limit))
+    }
+
+    @Test("an event routed again is a duplicate, and so is any older event of its partition; the next event and another rule of the same event apply")
+    func replays() throws {
+        var coalescer = coalescer()
+        var offset: Int64 = 0
+        func receive(_ command: ActivityCommand) -> Coalescer.ReceiveAction {
+            offset += 1
+            return coalescer.receive(command, offset: offset, recordTime: time(t0), now: time(t0 + Double(offset)))
+        }
+        #expect(receive(routed(100, ["n": 100])).flushed != nil)
+        #expect(receive(routed(105, ["n": 105])).flushed != nil)
+        #expect(receive(routed(105, rule: "card", ["c": 1])).flushed != nil, "another rule of the same event")
+        #expect(receive(routed(105, rule: nil, ["d": 1])).flushed != nil, "a command without a rule")
+        #expect(receive(routed(105, ["n": 0])) == .duplicate(commandID: "sports/3@105/goal"))
+        #expect(receive(routed(105, rule: "card", ["c": 0])) == .duplicate(commandID: "sports/3@105/card"))
+        #expect(receive(routed(105, rule: nil, ["d": 0])) == .duplicate(commandID: "sports/3@105/"))
+        #expect(receive(routed(100, ["n": 0])) == .duplicate(commandID: "sports/3@100/goal"))
+        #expect(receive(routed(101, rule: "other", ["n": 0])) == .duplicate(commandID: "sports/3@101/other"), "below the mark, whatever the rule")
+        #expect(receive(routed(7, partition: 4, ["p": 4])).flushed != nil, "another partition has its own mark")
+        #expect(receive(routed(106, ["n": 106])).flushed != nil)
+        let state = try #require(coalescer.state(of: try ActivityID("match-42")))
+        #expect(state.contentState == ["n": 106, "c": 1, "d": 1, "p": 4])
+        #expect(state.commandIDs.isEmpty, "router-made ids take no digest")
+        #expect(state.sourceMarks.map(\.partition) == [4, 3], "least recently fed first")
+        #expect(state.sourceMarks.last?.offset == 106 && state.sourceMarks.last?.rules == ["goal"])
+    }
+
+    @Test("a command whose id is its own, or that has no source, is remembered by digest, beside the marks")
+    func ownIDs() throws {
+        var coalescer = coalescer()
+        var own = routed(200)
+        own.id = "backend-7"
+        #expect(coalescer.receive(own, offset: 0, recordTime: time(t0), now: time(t0)).flushed != nil)
+        #expect(coalescer.receive(routed(150), offset: 1, recordTime: time(t0), now: time(t0 + 1)).flushed != nil,
+                "an own id sets no mark: an older event of the partition still applies")
+        own.source?.offset = 300
+        #expect(coalescer.receive(own, offset: 2, recordTime: time(t0), now: time(t0 + 2)) == .duplicate(commandID: "backend-7"))
+        var direct = update("match-42", ["x": 1])
+        direct.id = "sports/3@150/goal"
+        #expect(coalescer.receive(direct, offset: 3, recordTime: time(t0), now: time(t0 + 3)).flushed != nil,
+                "the same text without its source is an id of its own")
+        let state = try #require(coalescer.state(of: try ActivityID("match-42")))
+        #expect(state.commandIDs.map(\.digest) == ["backend-7", "sports/3@150/goal"].map(ActivityState.RememberedCommand.digest))
+        #expect(state.sourceMarks.count == 1)
+    }
+
+    @Test("a mark is forgotten after the idempotency window; marks and a mark's rules are bounded by the id limit; 0 remembers none")
+    func bounds() throws {
+        var windowed = coalescer(window: 3600)
+        _ = windowed.receive(routed(100), offset: 0, recordTime: time(t0), now: time(t0))
+        #expect(windowed.receive(routed(90), offset: 1, recordTime: time(t0), now: time(t0 + 3599)) == .duplicate(commandID: "sports/3@90/goal"))
+        #expect(windowed.receive(routed(90), offset: 2, recordTime: time(t0), now: time(t0 + 3601)).flushed != nil)
+
+        var bounded = coalescer(limit: 2)
+        for partition: Int32 in 0..<3 { _ = bounded.receive(routed(10, partition: partition), offset: Int64(partition), recordTime: time(t0), now: time(t0)) }
+        for rule in ["a", "b", "c"] { _ = bounded.receive(routed(10, rule: rule, partition: 2), offset: 10, recordTime: time(t0), now: time(t0)) }
+        let state = try #require(bounded.state(of: try ActivityID("match-42")))
+        #expect(state.sourceMarks.map(\.partition) == [1, 2])
+        #expect(state.sourceMarks.last?.rules == ["b", "c"])
+        #expect(bounded.receive(routed(5, partition: 0), offset: 20, recordTime: time(t0), now: time(t0)).flushed != nil, "partition 0's mark was dropped")
+
+        var none = coalescer(limit: 0)
+        _ = none.receive(routed(100), offset: 0, recordTime: time(t0), now: time(t0))
+        #expect(none.receive(routed(100), offset: 1, recordTime: time(t0), now: time(t0)).flushed != nil)
+        #expect(none.state(of: try ActivityID("match-42"))?.sourceMarks.isEmpty == true)
+    }
+
+    @Test("marks survive the state snapshot, so a new owner of the partition drops the events its predecessor applied")
+    func snapshotRoundTrip() throws {
+        var coalescer = coalescer()
+        _ = coalescer.receive(routed(100), offset: 0, recordTime: time(t0), now: time(t0 + 0.1234))
+        let flush = try #require(coalescer.receive(routed(100, rule: "card"), offset: 1, recordTime: time(t0), now: time(t0 + 1)).flushed)
+        let written = flush.snapshot.json
+        #expect(written["source_marks"] == [["topic": "sports", "partition": 3, "offset": 100, "rules": ["goal", "card"], "at": .double(t0 + 1)]])
+        let restored = try ActivityState(json: written)
+        #expect(restored == flush.snapshot)
+        var next = self.coalescer()
+        next.restore(restored)
+        #expect(next.receive(routed(100, rule: "card"), offset: 2, recordTime: time(t0), now: time(t0 + 60)) == .duplicate(commandID: "sports/3@100/card"))
+        #expect(next.receive(routed(99), offset: 3, recordTime: time(t0), now: time(t0 + 60)) == .duplicate(commandID: "sports/3@99/goal"))
+        #expect(next.receive(routed(101), offset: 4, recordTime: time(t0), now: time(t0 + 60)).flushed != nil)
+    }
+
+    @Test("hostile marks in a snapshot are refused with the field named")
+    func hostile() {
+        let good: [String: JSONValue] = ["topic": "sports", "partition": 3, "offset": 1, "rules": ["goal"], "at": 1]
+        let cases: [(String, JSONValue?, String)] = [
+            ("topic", nil, "source_marks[0].topic"), ("topic", 7, "source_marks[0].topic"),
+            ("partition", -1, "source_marks[0].partition"), ("partition", 4_294_967_296, "source_marks[0].partition"),
+            ("offset", -5, "source_marks[0].offset"), ("offset", "1", "source_marks[0].offset"),
+            ("rules", [1], "source_marks[0].rules[0]"), ("rules", "goal", "source_marks[0].rules"),
+            ("at", nil, "source_marks[0].at"), ("at", 1e300, "source_marks[0].at"),
+        ]
+        for (key, value, field) in cases {
+            var mark = good
+            mark[key] = value
+            do {
+                _ = try ActivityState(json: ["activity_id": "a", "version": 1, "created_at": 1, "source_marks": [.object(mark)]])
+                Issue.record("\(key): \(value.map { "\($0)" } ?? "missing") is refused")
+            } catch {
+                #expect(error.field == field, "\(key)")
+            }
+        }
+        #expect(throws: FieldError.self) { try ActivityState(json: ["activity_id": "a", "version": 1, "created_at": 1, "source_marks": ["x"]]) }
+    }
+}

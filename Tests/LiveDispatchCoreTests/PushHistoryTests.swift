@@ -45,6 +45,11 @@ struct PushHistoryTests {
             .init(id: "events/3@17/goal", appliedAt: UnixTime(seconds: 0.5)),
             .init(digest: 0x0123_4567_89ab_cdef, appliedAt: UnixTime(seconds: 253_402_300_799)),
         ]
+        full.sourceMarks = [
+            .init(topic: "sports.scores", partition: 3, offset: 1234, rules: ["goal", ""], appliedAt: UnixTime(seconds: 1_764_010_000.25)),
+            .init(topic: "t\"\u{1F}é", partition: .max, offset: .max, rules: [], appliedAt: UnixTime(seconds: 1_764_010_000)),
+            .init(topic: "d", partition: 0, offset: 0, rules: ["r"], appliedAt: UnixTime(seconds: 1_764_010_000.123456)),
+        ]
         for (state, summaries, withChannel) in [
             (state, [], false), (state, Array(history.prefix(1)), false), (state, history, false), (state, history, true),
             (full, [], false), (full, history, true),
@@ -58,6 +63,7 @@ struct PushHistoryTests {
             #expect(bytes == expected.serialized())
             #expect(PushSummary.history(of: try JSONValue.parse(bytes)) == summaries)
             #expect(try ActivityState(json: JSONValue.parse(bytes)).commandIDs == state.commandIDs)
+            #expect(try ActivityState(json: JSONValue.parse(bytes)).sourceMarks == state.sourceMarks)
         }
     }
 

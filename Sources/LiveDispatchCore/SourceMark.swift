@@ -1,0 +1,150 @@
+extension ActivityState {
+    /// How far the commands a rule made from one domain partition have been
+    /// applied to the activity: the newest event offset applied and the
+    /// rules applied at it. It stands for every id
+    /// `<topic>/<partition>@<offset>/<rule>` up to there, so an activity fed
+    /// by one partition remembers its router-made ids in one entry of tens
+    /// of bytes, where one digest per id made every snapshot carry the whole
+    /// list (256 ids: 9 KB per snapshot, 4 KB per pending push).
+    ///
+    /// It relies on the order the router keeps: it reads a partition in
+    /// order and writes each activity's commands to one `commands` partition
+    /// with an idempotent producer, so an activity receives the commands of
+    /// one domain partition in offset order, and an event routed again (a
+    /// router that crashed or lost the partition before committing) comes
+    /// after the ones it repeats. A command at or below the mark is a repeat.
+    public struct SourceMark: Sendable, Hashable {
+        public var topic: String
+        public var partition: Int32
+        /// The newest event offset applied.
+        public var offset: Int64
+        /// The rules whose commands of the event at ``offset`` were applied
+        /// (`""` for a command without a rule), in the order applied.
+        public var rules: [String]
+        /// When the newest of them was applied, to the millisecond.
+        public var appliedAt: UnixTime
+
+        public init(topic: String, partition: Int32, offset: Int64, rules: [String], appliedAt: UnixTime) {
+            self.topic = topic
+            self.partition = partition
+            self.offset = offset
+            self.rules = rules
+            self.appliedAt = appliedAt
+        }
+
+        /// Whether the command made by `rule` from the event at `offset` is
+        /// at or below this mark.
+        func covers(offset: Int64, rule: String) -> Bool {
+            offset < self.offset || (offset == self.offset && rules.contains(rule))
+        }
+
+        func isSource(_ source: CommandSource) -> Bool {
+            source.partition == partition && source.topic == topic
+        }
+
+        var json: JSONValue {
+            [
+                "topic": .string(topic), "partition": .integer(Int64(partition)), "offset": .integer(offset),
+                "rules": .array(rules.map(JSONValue.string)), "at": .double(appliedAt.seconds),
+            ]
+        }
+
+        /// Appends ``json``'s bytes, keys in the serializer's order.
+        func write(to output: inout [UInt8]) {
+            var writer = JSONObjectWriter(continuing: &output)
+            // As ``JSONValue/writeDouble(_:to:)`` writes it: whole seconds
+            // as an integer, a fraction of milliseconds digit by digit.
+            writer.member("at", appliedAt.seconds) { seconds, output in
+                if JSONValue.wholeForm(seconds) != nil {
+                    JSONValue.writeDouble(seconds, to: &output)
+                } else {
+                    RememberedCommand.writeSeconds(seconds, to: &output)
+                }
+            }
+            writer.integer("offset", offset)
+            writer.integer("partition", Int64(partition))
+            writer.array("rules", rules) { JSONValue.writeString($0, to: &$1) }
+            writer.string("topic", topic)
+            output = writer.finish()
+        }
+
+        init(json: JSONValue, path: String) throws(FieldError) {
+            let reader = try FieldReader(json, path: path, what: "a source mark")
+            topic = try reader.requiredString("topic")
+            guard let partition = try reader.integer("partition"), let narrow = Int32(exactly: partition), narrow >= 0 else {
+                throw FieldError(field: reader.name("partition"), message: "expected a partition number (0 or more)")
+            }
+            self.partition = narrow
+            guard let offset = try reader.integer("offset"), offset >= 0 else {
+                throw FieldError(field: reader.name("offset"), message: "expected an offset (0 or more)")
+            }
+            self.offset = offset
+            rules = []
+            for (index, rule) in try reader.array("rules").enumerated() {
+                guard let name = rule.stringValue else {
+                    throw FieldError(field: reader.name("rules[\(index)]"), message: "expected a rule name, got \(rule.typeName)")
+                }
+                rules.append(name)
+            }
+            guard let appliedAt = try reader.date("at") else { throw FieldError(field: reader.name("at"), message: "is required") }
+            self.appliedAt = appliedAt
+        }
+    }
+
+    /// Whether `command` repeats one applied at or after `since`: a
+    /// router-made command (its id is its source's) at or below its
+    /// partition's mark, or any other command whose id is remembered.
+    public func remembers(_ command: ActivityCommand, since: UnixTime) -> Bool {
+        guard let commandID = command.id else { return false }
+        guard let source = command.markedSource else { return remembers(commandID, since: since) }
+        return sourceMarks.contains { $0.isSource(source) && $0.appliedAt >= since && $0.covers(offset: source.offset, rule: source.rule ?? "") }
+    }
+
+    /// Remembers `command` as applied at `now` (nothing when it has no
+    /// id), forgetting what was applied before `since` and the oldest
+    /// beyond `limit` (marks and ids counted apart; a mark's rules too).
+    public mutating func remember(_ command: ActivityCommand, at now: UnixTime, since: UnixTime, limit: Int) {
+        guard let commandID = command.id else { return }
+        guard let source = command.markedSource else {
+            remember(commandID, at: now, since: since, limit: limit)
+            return
+        }
+        sourceMarks.removeAll { $0.appliedAt < since }
+        guard limit > 0 else { return }
+        let rule = source.rule ?? ""
+        let at = Self.millisecond(now)
+        if let index = sourceMarks.firstIndex(where: { $0.isSource(source) }) {
+            var mark = sourceMarks.remove(at: index)
+            if source.offset > mark.offset {
+                mark.offset = source.offset
+                mark.rules = [rule]
+            } else if !mark.rules.contains(rule) {
+                mark.rules.append(rule)
+                if mark.rules.count > limit { mark.rules.removeFirst(mark.rules.count - limit) }
+            }
+            mark.appliedAt = at
+            sourceMarks.append(mark)
+        } else {
+            sourceMarks.append(SourceMark(topic: source.topic, partition: source.partition, offset: source.offset, rules: [rule], appliedAt: at))
+        }
+        // The newest applied last: past the limit the least recently fed partitions go.
+        if sourceMarks.count > limit { sourceMarks.removeFirst(sourceMarks.count - limit) }
+    }
+
+    /// A time rounded to the millisecond: remembered times are written digit
+    /// by digit (``RememberedCommand/writeSeconds(_:to:)``).
+    static func millisecond(_ time: UnixTime) -> UnixTime {
+        UnixTime(seconds: (time.seconds * 1000).rounded() / 1000)
+    }
+}
+
+extension ActivityCommand {
+    /// The command's source when its id is the one the router derives from
+    /// it (``CommandSource/commandID``): such a command is remembered by its
+    /// partition's ``ActivityState/SourceMark``. Nil for a command without a
+    /// source or with an id of its own.
+    var markedSource: CommandSource? {
+        guard let source, let id, id == source.commandID else { return nil }
+        return source
+    }
+}
