@@ -109,26 +109,31 @@ extension ActivityState {
             remember(commandID, at: now, since: since, limit: limit)
             return
         }
-        sourceMarks.removeAll { $0.appliedAt < since }
+        // Checked first: the list is shared with the last flush's snapshot,
+        // and removing (even nothing) would copy it.
+        if sourceMarks.contains(where: { $0.appliedAt < since }) { sourceMarks.removeAll { $0.appliedAt < since } }
         guard limit > 0 else { return }
         let rule = source.rule ?? ""
         let at = Self.millisecond(now)
-        if let index = sourceMarks.firstIndex(where: { $0.isSource(source) }) {
-            var mark = sourceMarks.remove(at: index)
-            if source.offset > mark.offset {
-                mark.offset = source.offset
-                mark.rules = [rule]
-            } else if !mark.rules.contains(rule) {
-                mark.rules.append(rule)
-                if mark.rules.count > limit { mark.rules.removeFirst(mark.rules.count - limit) }
-            }
-            mark.appliedAt = at
-            sourceMarks.append(mark)
-        } else {
-            sourceMarks.append(SourceMark(topic: source.topic, partition: source.partition, offset: source.offset, rules: [rule], appliedAt: at))
-        }
         // The newest applied last: past the limit the least recently fed partitions go.
-        if sourceMarks.count > limit { sourceMarks.removeFirst(sourceMarks.count - limit) }
+        guard var index = sourceMarks.firstIndex(where: { $0.isSource(source) }) else {
+            sourceMarks.append(SourceMark(topic: source.topic, partition: source.partition, offset: source.offset, rules: [rule], appliedAt: at))
+            if sourceMarks.count > limit { sourceMarks.removeFirst(sourceMarks.count - limit) }
+            return
+        }
+        if index != sourceMarks.count - 1 {
+            sourceMarks.append(sourceMarks.remove(at: index))
+            index = sourceMarks.count - 1
+        }
+        if source.offset > sourceMarks[index].offset {
+            sourceMarks[index].offset = source.offset
+            sourceMarks[index].rules.removeAll(keepingCapacity: true)
+            sourceMarks[index].rules.append(rule)
+        } else if !sourceMarks[index].rules.contains(rule) {
+            sourceMarks[index].rules.append(rule)
+            if sourceMarks[index].rules.count > limit { sourceMarks[index].rules.removeFirst(sourceMarks[index].rules.count - limit) }
+        }
+        sourceMarks[index].appliedAt = at
     }
 
     /// A time rounded to the millisecond: remembered times are written digit
@@ -144,7 +149,58 @@ extension ActivityCommand {
     /// partition's ``ActivityState/SourceMark``. Nil for a command without a
     /// source or with an id of its own.
     var markedSource: CommandSource? {
-        guard let source, let id, id == source.commandID else { return nil }
+        guard let source, let id, source.derives(id) else { return nil }
         return source
     }
+}
+
+extension CommandSource {
+    /// Whether `id` is ``commandID``, compared piece by piece instead of
+    /// building it (this runs for every command received).
+    func derives(_ id: String) -> Bool {
+        var id = id
+        var topic = topic
+        var rule = self.rule ?? ""
+        // The longest `<partition>@<offset>` is 10 + 1 + 19 digits.
+        guard topic.utf8.count + rule.utf8.count + 33 <= ActivityCommand.maxIDBytes else { return id == commandID }
+        return id.withUTF8 { id in
+            topic.withUTF8 { topic in
+                rule.withUTF8 { rule in
+                    var index = 0
+                    func expect(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+                        guard id.count - index >= bytes.count, bytesMatch(id, from: index, bytes) else { return false }
+                        index += bytes.count
+                        return true
+                    }
+                    func expect(_ byte: UInt8) -> Bool {
+                        guard index < id.count, id[index] == byte else { return false }
+                        index += 1
+                        return true
+                    }
+                    // A number as `description` writes it: no sign for 0 or
+                    // more, no leading zero; 19 digits fit a UInt64, and a
+                    // 20th is not the `@` or `/` expected after it.
+                    func expect(_ number: Int64) -> Bool {
+                        guard number >= 0 else { return false }
+                        let start = index
+                        var value: UInt64 = 0
+                        while index < id.count, index - start < 19, id[index] >= UInt8(ascii: "0"), id[index] <= UInt8(ascii: "9") {
+                            if index - start == 1 && value == 0 { return false }
+                            value = value * 10 + UInt64(id[index] - UInt8(ascii: "0"))
+                            index += 1
+                        }
+                        return index > start && value == UInt64(bitPattern: number)
+                    }
+                    return expect(topic) && expect(UInt8(ascii: "/")) && expect(Int64(partition)) && expect(UInt8(ascii: "@"))
+                        && expect(offset) && expect(UInt8(ascii: "/")) && expect(rule) && index == id.count
+                }
+            }
+        }
+    }
+}
+
+/// Whether `id` holds `bytes` from `offset` on (the caller checked the length).
+private func bytesMatch(_ id: UnsafeBufferPointer<UInt8>, from offset: Int, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    for position in 0..<bytes.count where id[offset + position] != bytes[position] { return false }
+    return true
 }

@@ -128,6 +128,30 @@ struct RoutedCommandIDTests {
         #expect(ActivityCommand(activityID: try ActivityID("a")).routed.id == nil)
     }
 
+    @Test("whether an id is its source's is decided without building it, exactly as comparing with the built one")
+    func derives() {
+        var generator = SystemRandomNumberGenerator()
+        let topics = ["sports", "a/b@c", "", "é", String(repeating: "t", count: 170)]
+        let rules: [String?] = [nil, "", "goal", "x/y@1", String(repeating: "r", count: 40)]
+        let numbers: [Int64] = [0, 1, 9, 10, 1234, Int64(Int32.max), .max]
+        for _ in 0..<3_000 {
+            let source = CommandSource(
+                topic: topics.randomElement(using: &generator) ?? "", partition: Int32(clamping: numbers.randomElement(using: &generator) ?? 0),
+                offset: numbers.randomElement(using: &generator) ?? 0, rule: rules.randomElement(using: &generator) ?? nil)
+            var candidates = [source.commandID, source.commandID + "x", String(source.commandID.dropLast())]
+            let rule = source.rule ?? ""
+            candidates.append("\(source.topic)/0\(source.partition)@\(source.offset)/\(rule)")
+            candidates.append("\(source.topic)/\(source.partition)@0\(source.offset)/\(rule)")
+            candidates.append("\(source.topic)/-\(source.partition)@\(source.offset)/\(rule)")
+            candidates.append("\(source.topic)/\(source.partition)@\(source.offset)0/\(rule)")
+            candidates.append("\(source.topic)/\(source.partition)@\(source.offset)/\(rule.uppercased())")
+            candidates.append("\(source.topic)/\(source.partition)@99999999999999999999/\(rule)")
+            for id in candidates {
+                #expect(source.derives(id) == (id == source.commandID), "\(source) \(id)")
+            }
+        }
+    }
+
     @Test("ids are remembered to the millisecond, and their times are written exactly as their description, kept to the millisecond or not")
     func rememberedTimes() throws {
         let t0 = 1_764_000_000.0
@@ -224,7 +248,9 @@ struct SourceMarkTests {
 
         var bounded = coalescer(limit: 2)
         for partition: Int32 in 0..<3 { _ = bounded.receive(routed(10, partition: partition), offset: Int64(partition), recordTime: time(t0), now: time(t0)) }
-        for rule in ["a", "b", "c"] { _ = bounded.receive(routed(10, rule: rule, partition: 2), offset: 10, recordTime: time(t0), now: time(t0)) }
+        for (index, rule) in ["a", "b", "c"].enumerated() {
+            _ = bounded.receive(routed(10, rule: rule, partition: 2), offset: Int64(10 + index), recordTime: time(t0), now: time(t0))
+        }
         let state = try #require(bounded.state(of: try ActivityID("match-42")))
         #expect(state.sourceMarks.map(\.partition) == [1, 2])
         #expect(state.sourceMarks.last?.rules == ["b", "c"])
