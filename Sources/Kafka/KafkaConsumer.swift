@@ -66,6 +66,14 @@ public final class KafkaConsumer: Service, Sendable {
         client.assignment.withLock { $0.assigned }
     }
 
+    /// The partition's end offset as the last fetch from it reported it,
+    /// without asking the broker (cheap enough to read every few
+    /// milliseconds); nil before a fetch. A paused partition's stays as it
+    /// was when it was paused.
+    public func cachedEndOffset(_ partition: TopicPartition) -> Int64? {
+        client.cachedEndOffset(partition)
+    }
+
     /// Partitions the application paused and has not resumed.
     public var pausedPartitions: Set<TopicPartition> {
         client.assignment.withLock { $0.paused }

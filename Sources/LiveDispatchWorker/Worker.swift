@@ -133,7 +133,7 @@ public final class Worker: Sendable {
         let router = try Router(
             configuration: configuration, rules: rules, client: client, producer: producer, logger: logger, metrics: metrics,
             observer: printer.map { printer -> Router.Observer in { letter in printer.observe(.deadLettered(letter)) } },
-            assigned: { dispatcher.routerAssigned() })
+            assigned: { dispatcher.routerAssigned() }, downstream: { dispatcher.backlog })
 
         // Started in this order and shut down in reverse: the consumers stop
         // first, the dispatcher drains, the producer flushes last.

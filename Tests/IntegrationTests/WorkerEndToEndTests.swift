@@ -151,7 +151,7 @@ struct WorkerEndToEndTests {
         #expect(try await worker.stop() == 0)
     }
 
-    @Test("past the high watermark the worker pauses, resumes below the low one, delivers everything and counts nothing left in progress")
+    @Test("past the high watermark the worker pauses, its routing too, resumes below the low one, delivers everything and counts nothing left in progress")
     func backPressure() async throws {
         let stack = try await WorkerStack(simulatorFlags: ["--latency-ms", "300"])
         let adminPort = try freePort()
@@ -169,7 +169,15 @@ struct WorkerEndToEndTests {
             return matches.allSatisfy { byToken[devices[$0] ?? ""]?.last?.contentState["teamOneScore"] == 2 } ? true : nil
         }
         #expect(worker.standardErrorLines.contains { $0.contains("Backlog above the high watermark") })
+        // The dispatcher's backlog holds the router back too, and lets it go.
+        #expect(worker.standardErrorLines.contains { $0.contains("Routing paused: the worker is behind") })
         try await waitUntilResumed(stack, worker, adminPort: adminPort)
+        try await waitFor("routing resumed") {
+            let scraped = try stack.metrics(port: adminPort)
+            let paused = scraped.split(separator: "\n").first { $0.hasPrefix("livedispatch_router_paused ") }
+                .flatMap { Double($0.split(separator: " ").last ?? "") }
+            return worker.standardErrorLines.contains { $0.contains("Routing resumed") } && paused == 0 ? true : nil
+        }
         #expect(try await worker.stop() == 0)
     }
 

@@ -374,6 +374,16 @@ final class RDKafkaConsumerClient: Sendable {
         }
     }
 
+    /// The partition's end offset as of the last fetch from it (no request
+    /// to the broker); nil before one.
+    func cachedEndOffset(_ partition: TopicPartition) -> Int64? {
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let error = rd_kafka_get_watermark_offsets(handle.pointer, partition.topic, partition.partition, &low, &high)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR, high >= 0 else { return nil }
+        return high
+    }
+
     /// Pauses (or resumes) fetching for `partitions`; polling continues.
     func setPaused(_ partitions: [TopicPartition], paused: Bool) throws(KafkaError) {
         guard !partitions.isEmpty else { return }

@@ -63,6 +63,7 @@ public final class Dispatcher: Service, Sendable {
     private let table = Mutex(Table())
     private let gate: Mutex<BackpressureGate>
     private let outstandingTotal = Atomic<Int>(0)
+    private let backlogNow = Atomic<Int>(0)
     private let eventLoops: any EventLoopGroup
     private let stage: ConsumerStage
 
@@ -148,6 +149,7 @@ public final class Dispatcher: Service, Sendable {
         ) { [self] _ in
             shareSendLimit()
             holdPausable()
+            measureBacklog()
         }
         defer { sharing.cancel() }
         try await stage.run(handle: { self.handle($0) }, drain: { await self.drain() })
@@ -186,6 +188,7 @@ public final class Dispatcher: Service, Sendable {
             }
             metrics.recordConsumed(topic.rawValue)
             guard let runner = runner(record.partition) else { return }
+            if topic == .commands { runner.nextCommandOffset.store(record.offset + 1, ordering: .relaxed) }
             runner.apply { machine, now in
                 let input = PartitionDispatcher.Record(
                     offset: record.offset, key: record.key, value: record.value,
@@ -422,6 +425,28 @@ public final class Dispatcher: Service, Sendable {
     /// While the gate is closed, pauses the restored partitions it does not
     /// hold yet: one that was still reading its previous owner's commands at
     /// the pause (its held pushes wait for that read) once it has caught up.
+    /// The commands and registrations this worker has taken and not
+    /// finished, and the commands of its partitions it has not read yet (as
+    /// of the partitions' last fetch), measured every 50 ms. The router
+    /// counts them in its back-pressure: a worker behind on dispatching
+    /// stops routing, so its CPU goes to dispatching what is waiting
+    /// instead of turning more events into commands it cannot send yet.
+    public var backlog: Int { backlogNow.load(ordering: .relaxed) }
+
+    private func measureBacklog() {
+        let runners = table.withLock { Array($0.runners.values) }
+        var unread = 0
+        for runner in runners {
+            let next = runner.nextCommandOffset.load(ordering: .relaxed)
+            guard next >= 0,
+                  let end = consumer.cachedEndOffset(TopicPartition(topic: configuration.topic(.commands), partition: runner.number)),
+                  end > next
+            else { continue }
+            unread += Int(clamping: end - next)
+        }
+        backlogNow.store(outstandingTotal.load(ordering: .relaxed) + unread, ordering: .relaxed)
+    }
+
     private func holdPausable() {
         let newly = gate.withLock { gate in gate.isPaused ? pauseNewlyHeld(&gate) : [] }
         guard !newly.isEmpty else { return }

@@ -46,6 +46,10 @@ final class PartitionRunner: Sendable {
     private let sendsInFlightNow = Atomic<Int>(0)
     /// Read by back-pressure under its gate's lock, which must not wait for a partition's.
     private let catchingUpNow = Atomic<Bool>(false)
+    /// The offset after the last command record handed to the partition
+    /// (-1 before one): with the partition's end offset, the commands not
+    /// read yet.
+    let nextCommandOffset = Atomic<Int64>(-1)
     private let inbox = Mutex(Inbox())
     private let services: DispatchServices
 

@@ -43,6 +43,7 @@ public struct WorkerMetrics: Sendable {
             counter("livedispatch_activities_expired_total", [("reason", reason.rawValue)]).increment(by: 0)
         }
         paused(false)
+        routerPaused(false)
         partitions(owned: 0, restoring: 0)
     }
 
@@ -96,6 +97,12 @@ public struct WorkerMetrics: Sendable {
 
     func paused(_ isPaused: Bool) {
         Gauge(label: "livedispatch_consumer_paused", dimensions: [], factory: factory).record(isPaused ? 1 : 0)
+    }
+
+    /// The router's consumer paused by back-pressure (its own records in
+    /// progress and the dispatcher's backlog).
+    func routerPaused(_ isPaused: Bool) {
+        Gauge(label: "livedispatch_router_paused", dimensions: [], factory: factory).record(isPaused ? 1 : 0)
     }
 
     func partitions(owned: Int, restoring: Int) {

@@ -19,6 +19,15 @@ public final class Router: Service, Sendable {
     struct State: Sendable {
         var tracker = OffsetTracker()
         var gate: BackpressureGate
+        /// Shutting down: the partitions stay paused.
+        var draining = false
+
+        /// The gate's decision for this stage's records in progress and
+        /// `downstream` more (the worker's dispatching backlog).
+        mutating func backpressure(downstream: Int) -> BackpressureGate.Action {
+            let action = gate.update(outstanding: tracker.outstanding + downstream)
+            return draining && action == .resume ? .none : action
+        }
     }
 
     let configuration: WorkerConfiguration
@@ -29,15 +38,21 @@ public final class Router: Service, Sendable {
     let metrics: WorkerMetrics
     let observer: Observer?
     let assigned: (@Sendable () -> Void)?
+    let downstream: (@Sendable () -> Int)?
     let topics: [String]
     private let state: Mutex<State>
     private let stage: ConsumerStage
 
     /// - Parameter assigned: called on each assignment of `<group_id>.router`, even an
     ///   empty one: the worker is ready only once both of its groups have assigned it.
+    /// - Parameter downstream: the records the worker's dispatcher has not
+    ///   finished, read or not (``Dispatcher/backlog``), counted in this
+    ///   stage's back-pressure and looked at every 50 ms: routing pauses
+    ///   while the worker is that far behind on dispatching.
     public init(
         configuration: WorkerConfiguration, rules: RuleSetStore, client: KafkaClientConfiguration, producer: KafkaProducer,
-        logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil, assigned: (@Sendable () -> Void)? = nil
+        logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil, assigned: (@Sendable () -> Void)? = nil,
+        downstream: (@Sendable () -> Int)? = nil
     ) throws(KafkaError) {
         self.configuration = configuration
         self.rules = rules
@@ -52,21 +67,26 @@ public final class Router: Service, Sendable {
         self.metrics = metrics
         self.observer = observer
         self.assigned = assigned
+        self.downstream = downstream
         self.state = Mutex(State(gate: configuration.backpressureGate))
         self.stage = ConsumerStage(consumer: consumer)
     }
 
     public func run() async throws {
-        let reload: [StageJob] = configuration.rules.reloadInterval > 0 ? [{ await self.reloadLoop() }] : []
-        try await stage.run(handle: { self.handle($0) }, sideTasks: reload, drain: { await self.drain() })
+        var sideTasks: [StageJob] = configuration.rules.reloadInterval > 0 ? [{ await self.reloadLoop() }] : []
+        if downstream != nil { sideTasks.append { await self.watchDownstream() } }
+        try await stage.run(handle: { self.handle($0) }, sideTasks: sideTasks, drain: { await self.drain() })
     }
 
     func handle(_ event: KafkaConsumerEvent) {
         switch event {
         case .assigned(let partitions):
-            state.withLock { state in
+            let paused = state.withLock { state in
                 for partition in partitions { state.tracker.assign(.init(topic: partition.topic, number: partition.partition)) }
+                return state.gate.isPaused || state.draining
             }
+            // Assigned while paused: they wait with the others.
+            if paused { try? consumer.pause(partitions) }
             assigned?()
         case .revoked(let partitions, _):
             state.withLock { state in
@@ -91,7 +111,7 @@ public final class Router: Service, Sendable {
             try? state.tracker.read(tracked, offset: record.offset)
             // Enqueued under the lock so that records keep the order of their events.
             for output in outputs { deliveries.append((output, enqueue(output))) }
-            return state.gate.update(outstanding: state.tracker.outstanding)
+            return state.backpressure(downstream: downstream?() ?? 0)
         }
         applyBackpressure(gate)
         guard !deliveries.isEmpty else {
@@ -239,7 +259,7 @@ public final class Router: Service, Sendable {
     private func complete(_ partition: OffsetTracker.Partition, offset: Int64) {
         let (commit, gate) = state.withLock { state in
             let commit = try? state.tracker.complete(partition, offset: offset)
-            return (commit, state.gate.update(outstanding: state.tracker.outstanding))
+            return (commit, state.backpressure(downstream: downstream?() ?? 0))
         }
         if let commit = commit ?? nil {
             let topicPartition = TopicPartition(topic: partition.topic, partition: partition.number)
@@ -251,8 +271,32 @@ public final class Router: Service, Sendable {
     private func applyBackpressure(_ action: BackpressureGate.Action) {
         switch action {
         case .none: return
-        case .pause: try? consumer.pause(Array(consumer.assignment))
-        case .resume: try? consumer.resume(Array(consumer.assignment))
+        case .pause:
+            try? consumer.pause(Array(consumer.assignment))
+            metrics.routerPaused(true)
+        case .resume:
+            try? consumer.resume(Array(consumer.assignment))
+            metrics.routerPaused(false)
+        }
+    }
+
+    /// Looks at the dispatcher's backlog every 50 ms: it pauses routing, and
+    /// resumes it, when no event of this stage comes or completes.
+    private func watchDownstream() async {
+        guard let downstream else { return }
+        var wasPaused = false
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(50))
+            let waiting = downstream()
+            let (action, paused, outstanding) = state.withLock { state in
+                (state.backpressure(downstream: waiting), state.gate.isPaused, state.tracker.outstanding)
+            }
+            applyBackpressure(action)
+            guard paused != wasPaused else { continue }
+            wasPaused = paused
+            logger.info(paused ? "Routing paused: the worker is behind" : "Routing resumed", metadata: [
+                "router.in_progress": "\(outstanding)", "dispatcher.backlog": "\(waiting)",
+            ])
         }
     }
 
@@ -278,6 +322,7 @@ public final class Router: Service, Sendable {
     }
 
     private func drain() async {
+        state.withLock { $0.draining = true }
         let partitions = Array(consumer.assignment)
         try? consumer.pause(partitions)
         let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
