@@ -115,15 +115,22 @@ public struct CommandSource: Sendable, Hashable {
         let reader = try FieldReader(json, path: path, what: "a source")
         try reader.rejectUnknown(Self.fieldNames)
         topic = try reader.requiredString("topic")
-        guard let partition = try reader.integer("partition"), let narrow = Int32(exactly: partition), narrow >= 0 else {
-            throw FieldError(field: reader.name("partition"), message: "expected a partition number (0 or more)")
-        }
-        self.partition = narrow
-        guard let offset = try reader.integer("offset"), offset >= 0 else {
-            throw FieldError(field: reader.name("offset"), message: "expected an offset (0 or more)")
-        }
-        self.offset = offset
+        (partition, offset) = try reader.kafkaPosition()
         rule = try reader.string("rule")
+    }
+}
+
+extension FieldReader {
+    /// A record's place in Kafka, both required: `partition` (a partition
+    /// number, 0 or more) and `offset` (0 or more).
+    func kafkaPosition() throws(FieldError) -> (partition: Int32, offset: Int64) {
+        guard let partition = try integer("partition"), let narrow = Int32(exactly: partition), narrow >= 0 else {
+            throw FieldError(field: name("partition"), message: "expected a partition number (0 or more)")
+        }
+        guard let offset = try integer("offset"), offset >= 0 else {
+            throw FieldError(field: name("offset"), message: "expected an offset (0 or more)")
+        }
+        return (narrow, offset)
     }
 }
 

@@ -71,14 +71,7 @@ extension ActivityState {
         init(json: JSONValue, path: String) throws(FieldError) {
             let reader = try FieldReader(json, path: path, what: "a source mark")
             topic = try reader.requiredString("topic")
-            guard let partition = try reader.integer("partition"), let narrow = Int32(exactly: partition), narrow >= 0 else {
-                throw FieldError(field: reader.name("partition"), message: "expected a partition number (0 or more)")
-            }
-            self.partition = narrow
-            guard let offset = try reader.integer("offset"), offset >= 0 else {
-                throw FieldError(field: reader.name("offset"), message: "expected an offset (0 or more)")
-            }
-            self.offset = offset
+            (partition, offset) = try reader.kafkaPosition()
             rules = []
             for (index, rule) in try reader.array("rules").enumerated() {
                 guard let name = rule.stringValue else {
