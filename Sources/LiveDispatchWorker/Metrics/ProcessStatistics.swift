@@ -14,10 +14,7 @@ public struct ProcessStatistics: Sendable, Hashable {
 
     /// The calling process now; nil where `/proc` cannot be read (not Linux).
     public static func current() -> ProcessStatistics? {
-        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
-              let system = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-              let bootTime = bootTime(fromSystemStat: system)
-        else { return nil }
+        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8), let bootTime = systemBootTime else { return nil }
         let ticks = Double(max(1, sysconf(Int32(_SC_CLK_TCK))))
         let pageBytes = Double(max(1, sysconf(Int32(_SC_PAGESIZE))))
         guard var statistics = parse(stat: stat, ticksPerSecond: ticks, pageBytes: pageBytes, bootTime: bootTime) else { return nil }
@@ -49,6 +46,9 @@ public struct ProcessStatistics: Sendable, Hashable {
             cpuSeconds: (user + system) / ticksPerSecond, residentBytes: pages * pageBytes, virtualBytes: virtual,
             startTime: bootTime + started / ticksPerSecond, openFileDescriptors: nil, maxFileDescriptors: nil)
     }
+
+    /// When the system booted, read once: it does not change while the process runs.
+    private static let systemBootTime: Double? = (try? String(contentsOfFile: "/proc/stat", encoding: .utf8)).flatMap(bootTime(fromSystemStat:))
 
     /// The `btime` line of `/proc/stat`: when the system booted, in Unix seconds.
     static func bootTime(fromSystemStat text: String) -> Double? {
