@@ -96,9 +96,9 @@ struct BenchSoakCommand: AsyncParsableCommand {
                     if elapsed >= warmUpSeconds, steadyFrom == nil { steadyFrom = (elapsed, progress) }
                     last = (elapsed, progress)
                     emit(line + String(
-                        format: "  routed %.0f  dispatched %.0f  pushed %.0f  in progress %.0f  paused %@  cpu %.1f s",
+                        format: "  routed %.0f  dispatched %.0f  pushed %.0f  in progress %.0f  paused %@  routing paused %@  cpu %.1f s",
                         progress.routed, progress.dispatched, progress.pushed, progress.inProgress, progress.paused ? "yes" : "no",
-                        progress.cpuSeconds))
+                        progress.routingPaused ? "yes" : "no", progress.cpuSeconds))
                 } else {
                     emit(line + "  (the worker's /metrics did not answer within 5 s)")
                 }
@@ -155,6 +155,8 @@ struct WorkerProgress {
     var pushed = 0.0
     var inProgress = 0.0
     var paused = false
+    /// The router waits for the worker's dispatching backlog.
+    var routingPaused = false
     /// The worker process's CPU time so far, in seconds.
     var cpuSeconds = 0.0
 
@@ -167,6 +169,7 @@ struct WorkerProgress {
             pushed: BenchFanOutCommand.sample("livedispatch_pushes_total", labels: #"outcome="delivered""#, in: metrics),
             inProgress: BenchFanOutCommand.sample("livedispatch_records_in_progress", labels: "", in: metrics),
             paused: BenchFanOutCommand.sample("livedispatch_consumer_paused", labels: "", in: metrics) > 0,
+            routingPaused: BenchFanOutCommand.sample("livedispatch_router_paused", labels: "", in: metrics) > 0,
             cpuSeconds: BenchFanOutCommand.sample("process_cpu_seconds_total", labels: "", in: metrics))
     }
 }

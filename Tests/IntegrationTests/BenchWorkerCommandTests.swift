@@ -79,5 +79,6 @@ struct BenchSoakCommandTests {
         let cores = try #require(cpu.split(separator: " ").dropFirst(4).first.flatMap { Double($0) }, "\(cpu)")
         #expect(cores > 0 && cores < 8, "\(cpu)")
         #expect(lines.contains { $0.contains(" cpu ") && $0.contains(" rss ") }, "every sample shows the worker's CPU so far")
+        #expect(lines.contains { $0.contains("  routing paused no  ") || $0.contains("  routing paused yes  ") }, "and whether its routing waits")
     }
 }
