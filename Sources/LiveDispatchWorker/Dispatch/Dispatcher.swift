@@ -422,9 +422,6 @@ public final class Dispatcher: Service, Sendable {
         table.withLock { Array($0.runners.values) }.filter { !$0.isRestoring }.map(\.number).sorted().flatMap(coPartitions)
     }
 
-    /// While the gate is closed, pauses the restored partitions it does not
-    /// hold yet: one that was still reading its previous owner's commands at
-    /// the pause (its held pushes wait for that read) once it has caught up.
     /// The commands and registrations this worker has taken and not
     /// finished, and the commands of its partitions it has not read yet (as
     /// of the partitions' last fetch), measured every 50 ms. The router
@@ -447,6 +444,9 @@ public final class Dispatcher: Service, Sendable {
         backlogNow.store(outstandingTotal.load(ordering: .relaxed) + unread, ordering: .relaxed)
     }
 
+    /// While the gate is closed, pauses the restored partitions it does not
+    /// hold yet: one that was still reading its previous owner's commands at
+    /// the pause (its held pushes wait for that read) once it has caught up.
     private func holdPausable() {
         let newly = gate.withLock { gate in gate.isPaused ? pauseNewlyHeld(&gate) : [] }
         guard !newly.isEmpty else { return }
