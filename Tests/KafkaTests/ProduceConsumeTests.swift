@@ -50,6 +50,26 @@ struct ProduceConsumeTests {
         try await harness.stop()
     }
 
+    @Test func theCachedEndOffsetFollowsTheFetchesWithoutAskingTheBroker() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let topic = uniqueName("end-offset")
+        try cluster.createTopic(topic, partitions: 2)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+        let harness = try ConsumerHarness(
+            "end-offset", configuration: fastConsumerConfiguration(cluster: cluster, group: uniqueName("g")), topics: [topic], storeOffsets: false)
+        let first = TopicPartition(topic: topic, partition: 0)
+        #expect(harness.consumer.cachedEndOffset(first) == nil, "nothing fetched yet")
+        harness.start()
+        for index in 0..<25 { _ = try await producer.send(topic: topic, key: nil, value: Array("\(index)".utf8), partition: 0) }
+        try await waitFor("25 records") { harness.records.count >= 25 ? true : nil }
+        try await waitFor("the end offset as of the last fetch") { harness.consumer.cachedEndOffset(first) == 25 ? true : nil }
+        for index in 0..<5 { _ = try await producer.send(topic: topic, key: nil, value: Array("\(index)".utf8), partition: 0) }
+        try await waitFor("30 records") { harness.records.count >= 30 ? true : nil }
+        try await waitFor("the end offset moved on") { harness.consumer.cachedEndOffset(first) == 30 ? true : nil }
+        #expect(harness.consumer.cachedEndOffset(TopicPartition(topic: uniqueName("unknown"), partition: 0)) == nil)
+        try await harness.stop()
+    }
+
     @Test func keyedRecordsLandWhereTheJavaPartitionerPutsThem() async throws {
         let cluster = try EmbeddedKafkaCluster(brokers: 3, logger: testLogger("cluster"))
         let topic = uniqueName("placement")
