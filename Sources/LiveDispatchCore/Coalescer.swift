@@ -283,7 +283,10 @@ public struct Coalescer: Sendable {
         if let lastOffset = known.lastOffset, offset <= lastOffset {
             return .alreadyApplied
         }
-        if let commandID = command.id, known.remembers(command, since: now + -configuration.idempotencyWindow) {
+        // 0 remembers none: what an earlier snapshot remembered counts no more.
+        if configuration.maxRememberedIDs > 0, let commandID = command.id,
+           known.remembers(command, since: now + -configuration.idempotencyWindow)
+        {
             return .duplicate(commandID: commandID)
         }
         if let app = command.app, let owner = known.app, app != owner {

@@ -96,7 +96,14 @@ extension ActivityState {
     /// Remembers `command` as applied at `now` (nothing when it has no
     /// id), forgetting what was applied before `since` and the oldest
     /// beyond `limit` (marks and ids counted apart; a mark's rules too).
+    /// A limit of 0 forgets everything remembered.
     public mutating func remember(_ command: ActivityCommand, at now: UnixTime, since: UnixTime, limit: Int) {
+        guard limit > 0 else {
+            // Remembering is off: what an earlier snapshot carried goes.
+            commandIDs.removeAll()
+            sourceMarks.removeAll()
+            return
+        }
         guard let commandID = command.id else { return }
         guard let source = command.markedSource else {
             remember(commandID, at: now, since: since, limit: limit)
@@ -105,7 +112,6 @@ extension ActivityState {
         // Checked first: the list is shared with the last flush's snapshot,
         // and removing (even nothing) would copy it.
         if sourceMarks.contains(where: { $0.appliedAt < since }) { sourceMarks.removeAll { $0.appliedAt < since } }
-        guard limit > 0 else { return }
         let rule = source.rule ?? ""
         let at = Self.millisecond(now)
         // The newest applied last: past the limit the least recently fed partitions go.

@@ -260,6 +260,21 @@ struct SourceMarkTests {
         _ = none.receive(routed(100), offset: 0, recordTime: time(t0), now: time(t0))
         #expect(none.receive(routed(100), offset: 1, recordTime: time(t0), now: time(t0)).flushed != nil)
         #expect(none.state(of: try ActivityID("match-42"))?.sourceMarks.isEmpty == true)
+
+        // Turned off after a snapshot remembered marks and ids: they count no
+        // more, and the next snapshot carries none.
+        var remembering = coalescer()
+        var own = routed(300)
+        own.id = "backend-7"
+        _ = remembering.receive(routed(200), offset: 0, recordTime: time(t0), now: time(t0))
+        _ = remembering.receive(own, offset: 1, recordTime: time(t0), now: time(t0))
+        let snapshot = try #require(remembering.state(of: try ActivityID("match-42")))
+        #expect(snapshot.sourceMarks.count == 1 && snapshot.commandIDs.count == 1)
+        var off = coalescer(limit: 0)
+        off.restore(snapshot)
+        #expect(off.receive(own, offset: 2, recordTime: time(t0), now: time(t0 + 1)).flushed != nil)
+        let replayed = try #require(off.receive(routed(200), offset: 3, recordTime: time(t0), now: time(t0 + 1)).flushed)
+        #expect(replayed.snapshot.sourceMarks.isEmpty && replayed.snapshot.commandIDs.isEmpty)
     }
 
     @Test("marks survive the state snapshot, so a new owner of the partition drops the events its predecessor applied")
