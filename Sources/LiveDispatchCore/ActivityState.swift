@@ -71,30 +71,8 @@ public struct ActivityState: Sendable, Hashable {
                 output.append(nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10)
             }
             output.append(UInt8(ascii: "@"))
-            Self.writeSeconds(appliedAt.seconds, to: &output)
+            JSONValue.writeDescription(appliedAt.seconds, to: &output)
             output.append(UInt8(ascii: "\""))
-        }
-
-        /// Appends `seconds.description`. A time kept to the millisecond (as
-        /// ``ActivityState/remember(_:at:since:limit:)`` keeps them) is written
-        /// digit by digit: its shortest decimal is its whole seconds and up to
-        /// three decimals without trailing zeros (times in ``UnixTime/acceptedRange``
-        /// are far below where a double's spacing reaches a millisecond).
-        /// Any other time (read from an older snapshot) goes through `description`.
-        static func writeSeconds(_ seconds: Double, to output: inout [UInt8]) {
-            let milliseconds = (seconds * 1000).rounded()
-            guard milliseconds / 1000 == seconds, UnixTime.acceptedRange.contains(seconds),
-                  let whole = Int64(exactly: milliseconds)
-            else {
-                output.append(contentsOf: seconds.description.utf8)
-                return
-            }
-            JSONValue.writeInteger(whole / 1000, to: &output)
-            output.append(UInt8(ascii: "."))
-            let fraction = whole % 1000
-            for divisor: Int64 in [100, 10, 1] { output.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: fraction / divisor % 10)) }
-            // Trailing zeros dropped, one digit kept: `.5`, `.0`.
-            for _ in 0..<2 where output.last == UInt8(ascii: "0") { output.removeLast() }
         }
 
         init?(text: String) {
@@ -189,7 +167,7 @@ public struct ActivityState: Sendable, Hashable {
         guard limit > 0 else { return }
         // Kept to the millisecond: every snapshot writes each remembered
         // id's time, and a time of three decimals is written digit by digit
-        // (``RememberedCommand/writeSeconds(_:to:)``), not through `description`.
+        // (``JSONValue/writeDescription(_:to:)``), not through `description`.
         commandIDs.append(RememberedCommand(digest: digest, appliedAt: Self.millisecond(now)))
         if commandIDs.count > limit { commandIDs.removeFirst(commandIDs.count - limit) }
     }

@@ -67,8 +67,30 @@ extension JSONValue {
             writeInteger(whole, to: &output)
             return
         }
-        var text = value.description
-        text.withUTF8 { output.append(contentsOf: $0) }
+        writeDescription(value, to: &output)
+    }
+
+    /// Appends `value.description`. A value kept to the millisecond (as
+    /// remembered times are, ``ActivityState/millisecond(_:)``) in the range
+    /// of dates (``UnixTime/acceptedRange``) is written digit by digit: its
+    /// shortest decimal is its whole part and up to three decimals without
+    /// trailing zeros (far below where a double's spacing reaches a
+    /// millisecond). Any other value goes through `description`.
+    static func writeDescription(_ value: Double, to output: inout [UInt8]) {
+        let milliseconds = (value * 1000).rounded()
+        guard milliseconds / 1000 == value, UnixTime.acceptedRange.contains(value),
+              let whole = Int64(exactly: milliseconds)
+        else {
+            var text = value.description
+            text.withUTF8 { output.append(contentsOf: $0) }
+            return
+        }
+        writeInteger(whole / 1000, to: &output)
+        output.append(UInt8(ascii: "."))
+        let fraction = whole % 1000
+        for divisor: Int64 in [100, 10, 1] { output.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: fraction / divisor % 10)) }
+        // Trailing zeros dropped, one digit kept: `.5`, `.0`.
+        for _ in 0..<2 where output.last == UInt8(ascii: "0") { output.removeLast() }
     }
 
     /// Appends a literal's bytes (a `StaticString` is read in place, not

@@ -52,15 +52,7 @@ extension ActivityState {
         /// Appends ``json``'s bytes, keys in the serializer's order.
         func write(to output: inout [UInt8]) {
             var writer = JSONObjectWriter(continuing: &output)
-            // As ``JSONValue/writeDouble(_:to:)`` writes it: whole seconds
-            // as an integer, a fraction of milliseconds digit by digit.
-            writer.member("at", appliedAt.seconds) { seconds, output in
-                if JSONValue.wholeForm(seconds) != nil {
-                    JSONValue.writeDouble(seconds, to: &output)
-                } else {
-                    RememberedCommand.writeSeconds(seconds, to: &output)
-                }
-            }
+            writer.double("at", appliedAt.seconds)
             writer.integer("offset", offset)
             writer.integer("partition", Int64(partition))
             writer.array("rules", rules) { JSONValue.writeString($0, to: &$1) }
@@ -136,7 +128,7 @@ extension ActivityState {
     }
 
     /// A time rounded to the millisecond: remembered times are written digit
-    /// by digit (``RememberedCommand/writeSeconds(_:to:)``).
+    /// by digit (``JSONValue/writeDescription(_:to:)``).
     static func millisecond(_ time: UnixTime) -> UnixTime {
         UnixTime(seconds: (time.seconds * 1000).rounded() / 1000)
     }

@@ -169,7 +169,7 @@ struct RoutedCommandIDTests {
         }
         for seconds in times {
             var bytes: [UInt8] = []
-            ActivityState.RememberedCommand.writeSeconds(seconds, to: &bytes)
+            JSONValue.writeDescription(seconds, to: &bytes)
             #expect(String(decoding: bytes, as: UTF8.self) == seconds.description, "\(seconds)")
             let remembered = ActivityState.RememberedCommand(digest: 42, appliedAt: UnixTime(seconds: seconds))
             var written: [UInt8] = []
