@@ -49,6 +49,16 @@ public struct KafkaProducerConfiguration: Sendable {
         case leader = "1"
     }
 
+    /// `compression.type`: how the producer compresses its batches, on the
+    /// wire and in the broker's log.
+    public enum Compression: String, Sendable, CaseIterable {
+        case none
+        case lz4
+        case zstd
+        case gzip
+        case snappy
+    }
+
     public var client: KafkaClientConfiguration
     /// `linger.ms`: how long to wait to fill a batch. Default 5 ms.
     public var linger: Duration
@@ -66,11 +76,13 @@ public struct KafkaProducerConfiguration: Sendable {
     /// `queue.buffering.max.messages`: records waiting for delivery before
     /// `send` waits for room. Default 100 000.
     public var maxQueuedRecords: Int
+    /// `compression.type`. Default `.none`.
+    public var compression: Compression
 
     public init(
         client: KafkaClientConfiguration, linger: Duration = .milliseconds(5), batchSizeBytes: Int = 1_000_000,
         batchRecords: Int = 10_000, acknowledgements: Acknowledgements = .all, idempotent: Bool = false,
-        deliveryTimeout: Duration = .seconds(120), maxQueuedRecords: Int = 100_000
+        deliveryTimeout: Duration = .seconds(120), maxQueuedRecords: Int = 100_000, compression: Compression = .none
     ) {
         self.client = client
         self.linger = linger
@@ -80,6 +92,7 @@ public struct KafkaProducerConfiguration: Sendable {
         self.idempotent = idempotent
         self.deliveryTimeout = deliveryTimeout
         self.maxQueuedRecords = maxQueuedRecords
+        self.compression = compression
     }
 
     /// Every librdkafka property this configuration sets, raw ones last.
@@ -93,6 +106,7 @@ public struct KafkaProducerConfiguration: Sendable {
         properties["message.timeout.ms"] = String(deliveryTimeout.milliseconds)
         properties["queue.buffering.max.messages"] = String(maxQueuedRecords)
         properties["partitioner"] = "murmur2_random"
+        properties["compression.type"] = compression.rawValue
         properties.merge(client.properties) { _, raw in raw }
         return properties
     }

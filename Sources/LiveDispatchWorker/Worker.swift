@@ -114,6 +114,12 @@ public final class Worker: Sendable {
         producerConfiguration.idempotent = true
         producerConfiguration.linger = .milliseconds(2)
         producerConfiguration.maxQueuedRecords = 1_000_000
+        // Commands and snapshots are JSON with the same keys record after
+        // record: lz4 shrinks a batch several times over for little CPU, and
+        // a broker spends less on fewer bytes (a fifth less for one sharing
+        // the worker's cores, BENCHMARKS.md). `kafka.properties`
+        // `compression.type` overrides it.
+        producerConfiguration.compression = .lz4
         let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger, flushTimeout: .seconds(configuration.shutdown.timeout))
         // Without this the first command of a run waited about a second in
         // librdkafka for the leader of `commands`: the p99 of a short run.
@@ -133,7 +139,8 @@ public final class Worker: Sendable {
         let router = try Router(
             configuration: configuration, rules: rules, client: client, producer: producer, logger: logger, metrics: metrics,
             observer: printer.map { printer -> Router.Observer in { letter in printer.observe(.deadLettered(letter)) } },
-            assigned: { dispatcher.routerAssigned() }, downstream: { dispatcher.backlog })
+            assigned: { dispatcher.routerAssigned() }, downstream: { dispatcher.backlog },
+            commandWritten: { dispatcher.commandWritten($0) })
 
         // Started in this order and shut down in reverse: the consumers stop
         // first, the dispatcher drains, the producer flushes last.

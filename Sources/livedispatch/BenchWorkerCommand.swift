@@ -42,8 +42,15 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         name: .customLong("linger-ms"),
         help: "How long the bench's producer (the backends) waits to fill a batch, in milliseconds.")
     var lingerMilliseconds = 1
+    @Option(
+        name: .customLong("log-level"),
+        help: "The worker's log level during the run (notice shows its pauses and resumes).")
+    var logLevel = "error"
 
     func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level: expected one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), got \(logLevel.debugDescription)")
+        }
         guard lingerMilliseconds >= 0, lingerMilliseconds <= 1_000 else {
             throw ValidationError("--linger-ms: expected 0 to 1000 milliseconds, got \(lingerMilliseconds)")
         }
@@ -53,9 +60,10 @@ struct BenchWorkerCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .error
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = .error
+            handler.logLevel = level
             return handler
         }
         // The metrics a deployed worker keeps (its per-record counters cost

@@ -50,6 +50,33 @@ struct ProduceConsumeTests {
         try await harness.stop()
     }
 
+    @Test("batches compressed with lz4 (the worker's producer) and zstd are read back as sent", arguments: [
+        KafkaProducerConfiguration.Compression.lz4, .zstd,
+    ])
+    func compressedBatchesRoundTrip(_ compression: KafkaProducerConfiguration.Compression) async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let topic = uniqueName("compressed")
+        try cluster.createTopic(topic, partitions: 1)
+        var configuration = testProducerConfiguration(cluster: cluster)
+        configuration.compression = compression
+        configuration.linger = .milliseconds(20)
+        #expect(configuration.librdkafkaProperties["compression.type"] == compression.rawValue)
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger())
+        // Records alike enough to share batches that shrink, and one that does not compress.
+        var values = (0..<200).map { Array(#"{"activity_id":"match-\#($0)","content_state":{"teamOneScore":\#($0)}}"#.utf8) }
+        values.append((0..<4_096).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 13) })
+        let pending = try values.map { value in try producer.enqueue(topic: topic, key: nil, value: value, partition: 0) }
+        for delivery in pending { _ = try await delivery.wait() }
+
+        let harness = try ConsumerHarness(
+            "compressed", configuration: fastConsumerConfiguration(cluster: cluster, group: uniqueName("g")), topics: [topic], storeOffsets: false)
+        harness.start()
+        try await waitFor("\(values.count) records") { harness.records.count >= values.count ? true : nil }
+        #expect(harness.records.map(\.value) == values.map { Optional($0) })
+        #expect(harness.records.map(\.offset) == (0..<Int64(values.count)).map { $0 })
+        try await harness.stop()
+    }
+
     @Test func theCachedEndOffsetFollowsTheFetchesWithoutAskingTheBroker() async throws {
         let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
         let topic = uniqueName("end-offset")
@@ -149,5 +176,8 @@ struct ProduceConsumeTests {
         #expect(producer["linger.ms"] == "20")
         #expect(producer["partitioner"] == "murmur2_random")
         #expect(producer["allow.auto.create.topics"] == "false")
+        #expect(producer["compression.type"] == "none")
+        client.properties["compression.type"] = "gzip"
+        #expect(KafkaProducerConfiguration(client: client, compression: .lz4).librdkafkaProperties["compression.type"] == "gzip")
     }
 }

@@ -64,6 +64,9 @@ public final class Dispatcher: Service, Sendable {
     private let gate: Mutex<BackpressureGate>
     private let outstandingTotal = Atomic<Int>(0)
     private let backlogNow = Atomic<Int>(0)
+    /// Per `commands` partition, the offset after the last command this
+    /// worker's router wrote there.
+    private let writtenEnds = Mutex<[Int32: Int64]>([:])
     private let eventLoops: any EventLoopGroup
     private let stage: ConsumerStage
 
@@ -422,26 +425,38 @@ public final class Dispatcher: Service, Sendable {
         table.withLock { Array($0.runners.values) }.filter { !$0.isRestoring }.map(\.number).sorted().flatMap(coPartitions)
     }
 
-    /// The commands and registrations this worker has taken and not
-    /// finished, and the commands of its partitions it has not read yet (as
-    /// of the partitions' last fetch), measured every 50 ms. The router
-    /// counts them in its back-pressure: a worker behind on dispatching
-    /// stops routing, so its CPU goes to dispatching what is waiting
-    /// instead of turning more events into commands it cannot send yet.
+    /// The commands of this worker's partitions it has not read yet,
+    /// measured every 50 ms: the end of each partition as of its last fetch,
+    /// or as far as this worker's router wrote it when that is further (a
+    /// paused partition fetches nothing). The router counts them in its
+    /// back-pressure: a worker behind on dispatching stops routing, so its
+    /// CPU goes to dispatching what is waiting instead of turning more
+    /// events into commands it cannot send yet. Records taken in and not
+    /// finished do not count: they wait for their windows and their pushes,
+    /// not for CPU, and routing on meanwhile keeps the cores busy (when
+    /// they counted, both stages paused together and the worker sat idle
+    /// until the held windows closed).
     public var backlog: Int { backlogNow.load(ordering: .relaxed) }
+
+    /// Where a command this worker's router wrote landed.
+    public func commandWritten(_ report: KafkaDeliveryReport) {
+        writtenEnds.withLock { ends in
+            if report.offset >= ends[report.partition, default: 0] { ends[report.partition] = report.offset + 1 }
+        }
+    }
 
     private func measureBacklog() {
         let runners = table.withLock { Array($0.runners.values) }
+        let written = writtenEnds.withLock { $0 }
         var unread = 0
         for runner in runners {
             let next = runner.nextCommandOffset.load(ordering: .relaxed)
-            guard next >= 0,
-                  let end = consumer.cachedEndOffset(TopicPartition(topic: configuration.topic(.commands), partition: runner.number)),
-                  end > next
-            else { continue }
+            let fetched = consumer.cachedEndOffset(TopicPartition(topic: configuration.topic(.commands), partition: runner.number)) ?? 0
+            let end = max(fetched, written[runner.number] ?? 0)
+            guard next >= 0, end > next else { continue }
             unread += Int(clamping: end - next)
         }
-        backlogNow.store(outstandingTotal.load(ordering: .relaxed) + unread, ordering: .relaxed)
+        backlogNow.store(unread, ordering: .relaxed)
     }
 
     /// While the gate is closed, pauses the restored partitions it does not

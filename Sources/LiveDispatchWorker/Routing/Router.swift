@@ -39,20 +39,24 @@ public final class Router: Service, Sendable {
     let observer: Observer?
     let assigned: (@Sendable () -> Void)?
     let downstream: (@Sendable () -> Int)?
+    let commandWritten: (@Sendable (KafkaDeliveryReport) -> Void)?
+    private let commandsTopic: String
     let topics: [String]
     private let state: Mutex<State>
     private let stage: ConsumerStage
 
     /// - Parameter assigned: called on each assignment of `<group_id>.router`, even an
     ///   empty one: the worker is ready only once both of its groups have assigned it.
-    /// - Parameter downstream: the records the worker's dispatcher has not
-    ///   finished, read or not (``Dispatcher/backlog``), counted in this
-    ///   stage's back-pressure and looked at every 50 ms: routing pauses
-    ///   while the worker is that far behind on dispatching.
+    /// - Parameter downstream: the commands waiting for the worker's
+    ///   dispatcher (``Dispatcher/backlog``), counted in this stage's
+    ///   back-pressure and looked at every 50 ms: routing pauses while the
+    ///   worker is that far behind on dispatching.
+    /// - Parameter commandWritten: told where each command this router
+    ///   wrote landed (``Dispatcher/commandWritten(_:)``).
     public init(
         configuration: WorkerConfiguration, rules: RuleSetStore, client: KafkaClientConfiguration, producer: KafkaProducer,
         logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil, assigned: (@Sendable () -> Void)? = nil,
-        downstream: (@Sendable () -> Int)? = nil
+        downstream: (@Sendable () -> Int)? = nil, commandWritten: (@Sendable (KafkaDeliveryReport) -> Void)? = nil
     ) throws(KafkaError) {
         self.configuration = configuration
         self.rules = rules
@@ -68,6 +72,8 @@ public final class Router: Service, Sendable {
         self.observer = observer
         self.assigned = assigned
         self.downstream = downstream
+        self.commandWritten = commandWritten
+        self.commandsTopic = configuration.topic(.commands)
         self.state = Mutex(State(gate: configuration.backpressureGate))
         self.stage = ConsumerStage(consumer: consumer)
     }
@@ -149,7 +155,9 @@ public final class Router: Service, Sendable {
         case .success(let delivery):
             delivery.whenComplete { [self] result in
                 switch result {
-                case .success: stored(event)
+                case .success(let report):
+                    if let commandWritten, report.topic == commandsTopic { commandWritten(report) }
+                    stored(event)
                 case .failure(let error): refused(output, error, event: event, attempt: attempt)
                 }
             }
