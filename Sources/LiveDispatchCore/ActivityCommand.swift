@@ -312,11 +312,6 @@ public struct ActivityCommand: Sendable, Hashable {
         return command
     }
 
-    /// Parses a command from the bytes of a Kafka record value.
-    public init(bytes: [UInt8], apps: AppDirectory = .unchecked) throws(FieldError) {
-        try self.init(json: try FieldReader.parse(bytes), apps: apps)
-    }
-
     /// Checks the rules that span fields.
     public func validate() throws(FieldError) {
         if replaceState && contentState == nil {

@@ -56,7 +56,7 @@ extension JSONValue {
     }
 }
 
-private struct JSONParser {
+struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
     let limits: JSONParseLimits
     var index = 0

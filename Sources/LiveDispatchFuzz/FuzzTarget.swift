@@ -38,7 +38,11 @@ enum FuzzTarget: String, CaseIterable, Sendable {
             }
             precondition(again.serialized() == once, "serializing is not stable")
         case .command:
-            guard let command = try? ActivityCommand(bytes: bytes) else { return }
+            // The router's commands are read member by member, the rest through the tree: the same either way.
+            let read = try? ActivityCommand(bytes: bytes)
+            let throughTree = (try? JSONValue.parse(bytes)).flatMap { try? ActivityCommand(json: $0) }
+            precondition(read == throughTree, "a command read from its bytes differs from the one read through the JSON tree")
+            guard let command = read else { return }
             _ = try? ActivityCommand(bytes: command.json.serialized())
             var coalescer = Coalescer()
             _ = coalescer.receive(command, offset: 0, recordTime: Self.now, now: Self.now)
