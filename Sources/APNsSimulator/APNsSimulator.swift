@@ -251,6 +251,10 @@ public final class APNsSimulator: Sendable {
     /// Accepted pushes in order of arrival (the newest `historyLimit`).
     public var pushes: [RecordedPush] { state.recorder.history }
 
+    /// Accepted pushes numbered after `sequence` (``RecordedPush/sequence``),
+    /// in order of arrival (of the newest `historyLimit`).
+    public func pushes(after sequence: Int) -> [RecordedPush] { state.recorder.history(after: sequence) }
+
     /// Accepted pushes for one device token (hex), in order of arrival.
     public func pushes(for deviceToken: String) -> [RecordedPush] {
         state.recorder.history(for: deviceToken.lowercased())

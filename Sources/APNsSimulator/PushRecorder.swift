@@ -214,6 +214,23 @@ final class PushRecorder: Sendable {
     /// The recorded pushes in order of acceptance (the newest `historyLimit`).
     var history: [RecordedPush] { state.withLock { Self.ordered($0) } }
 
+    /// The kept pushes accepted after the one numbered `sequence`, oldest
+    /// first: a reader following the pushes as they come copies only the
+    /// new ones, and never the whole history.
+    func history(after sequence: Int) -> [RecordedPush] {
+        state.withLock { state in
+            let ordered = Self.ordered(state)
+            // In order of sequence: the first newer one by bisection.
+            var low = 0
+            var high = ordered.count
+            while low < high {
+                let middle = (low + high) / 2
+                if ordered[middle].sequence <= sequence { low = middle + 1 } else { high = middle }
+            }
+            return Array(ordered[low...])
+        }
+    }
+
     func history(for deviceToken: String) -> [RecordedPush] {
         state.withLock { state in Self.ordered(state).filter { $0.deviceToken == deviceToken } }
     }

@@ -49,6 +49,9 @@ public final class Worker: Sendable {
         public var simulatorRecordFile: String?
         /// Pushes the in-process simulator keeps in memory (newest first).
         public var simulatorHistory = 10_000
+        /// Whether the in-process simulator keeps each token's count and
+        /// last push (`received(by:)`); without, its history alone.
+        public var simulatorTokenSummaries = true
 
         public init(replay: String? = nil, exitAfterReplay: Bool = false, console: (@Sendable (String) -> Void)? = nil, simulatorRecordFile: String? = nil) {
             self.replay = replay
@@ -298,6 +301,7 @@ public final class Worker: Sendable {
                 teamID: accepted[0].teamID, keyID: accepted[0].keyID, publicKey: accepted[0].publicKey, bundleID: accepted[0].bundleID,
                 recordFile: options.simulatorRecordFile, historyLimit: options.simulatorHistory, threads: 1)
             simulatorConfiguration.otherApps = Array(accepted.dropFirst())
+            simulatorConfiguration.tokenSummaries = options.simulatorTokenSummaries
             let simulator = try await APNsSimulator.start(configuration: simulatorConfiguration, logger: logger)
             var client = clientConfiguration(.init(host: "127.0.0.1", port: simulator.port, serverName: "localhost"))
             client.additionalTrustRoots += try NIOSSLCertificate.fromPEMBytes(Array(simulator.certificate.certificatePEM.utf8))

@@ -98,6 +98,8 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         let total = Int(saturating: Double(rate) * seconds)
         var options = Worker.Options()
         options.simulatorHistory = max(100_000, total * tokens * 2)
+        // The run is judged from the history; a summary per token would be the simulator's work, not the worker's.
+        options.simulatorTokenSummaries = false
         let worker = try await Worker.start(configuration: configuration, options: options, logger: logger)
         guard let simulator = worker.simulator else { throw BenchError(description: "the worker has no simulator") }
 
@@ -151,18 +153,21 @@ struct BenchWorkerCommand: AsyncParsableCommand {
             for delivery in pending { _ = try await delivery.wait() }
 
             // Done when every token holds its match's final score. The check
-            // shares the cores with the worker it measures: a token found done
-            // is not read again, and a token's last push is parsed only when
-            // it received another since the previous look.
+            // shares the cores with the worker it measures: each pass reads
+            // only the pushes that arrived since the previous one, and parses
+            // a waiting token's newest of them.
             let deadline = Date().addingTimeInterval(300)
-            var waiting = tokenActivity.mapValues { (match: $0, seen: 0) }
+            var waiting = tokenActivity
+            var seen = 0
             while Date() < deadline {
-                for (hex, token) in waiting {
-                    guard let received = simulator.received(by: hex), received.count != token.seen else { continue }
-                    if received.last.payloadJSON?["aps"]?["content-state"]?["teamOneScore"]?.integerValue == Int64(scores[token.match]) {
+                let arrived = simulator.pushes(after: seen)
+                seen = arrived.last?.sequence ?? seen
+                var newest: [String: RecordedPush] = [:]
+                for push in arrived where waiting[push.deviceToken] != nil { newest[push.deviceToken] = push }
+                for (hex, push) in newest {
+                    guard let match = waiting[hex] else { continue }
+                    if push.payloadJSON?["aps"]?["content-state"]?["teamOneScore"]?.integerValue == Int64(scores[match]) {
                         waiting.removeValue(forKey: hex)
-                    } else {
-                        waiting[hex]?.seen = received.count
                     }
                 }
                 if waiting.isEmpty { break }

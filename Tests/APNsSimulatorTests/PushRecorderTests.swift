@@ -21,6 +21,10 @@ struct PushRecorderTests {
         #expect(recorder.acceptedCount == 5)
         #expect(recorder.history.map(\.apnsID) == ["id-3", "id-4", "id-5"])
         #expect(recorder.history(for: "bb").map(\.sequence) == [3, 5])
+        // Only the newer ones, of those kept.
+        #expect(recorder.history(after: 3).map(\.sequence) == [4, 5])
+        #expect(recorder.history(after: 0).map(\.sequence) == [3, 4, 5])
+        #expect(recorder.history(after: 5).isEmpty)
         #expect(recorder.summary(for: "aa")?.count == 2)
         #expect(recorder.summary(for: "aa")?.last.apnsID == "id-4")
         #expect(recorder.summary(for: "bb")?.count == 3)

@@ -20,8 +20,11 @@ final class RDKafkaDelivery: Sendable {
     }
 
     private let state = Mutex(State.waiting(nil))
+    /// The record's topic, as given: its delivery report names it without
+    /// reading librdkafka's name back into a new string per record.
+    let topic: String
 
-    init() {}
+    init(topic: String) { self.topic = topic }
 
     /// Called once, from the delivery report (or when librdkafka refused the record).
     func resolve(_ result: Outcome) {
@@ -134,10 +137,9 @@ final class RDKafkaProducerClient: Sendable {
                 guard let opaque = record._private else { continue }
                 let delivery = Unmanaged<RDKafkaDelivery>.fromOpaque(opaque).takeRetainedValue()
                 if record.err == RD_KAFKA_RESP_ERR_NO_ERROR {
-                    let topic = record.rkt.map { String(cString: rd_kafka_topic_name($0)) } ?? ""
                     delivery.resolve(
                         .success(
-                            KafkaDeliveryReport(topic: topic, partition: record.partition, offset: record.offset)))
+                            KafkaDeliveryReport(topic: delivery.topic, partition: record.partition, offset: record.offset)))
                 } else {
                     delivery.resolve(
                         .failure(
@@ -184,7 +186,7 @@ final class RDKafkaProducerClient: Sendable {
     func enqueueNow(
         topic: String, key: [UInt8]?, value: [UInt8]?, partition: Int32?, headers: [KafkaHeader]
     ) throws(KafkaError) -> RDKafkaDelivery {
-        let delivery = RDKafkaDelivery()
+        let delivery = RDKafkaDelivery(topic: topic)
         let retained = Unmanaged.passRetained(delivery)
         if let error = enqueue(topic: topic, key: key, value: value, partition: partition, headers: headers, opaque: retained.toOpaque()) {
             retained.release()
