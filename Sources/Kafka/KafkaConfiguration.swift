@@ -78,6 +78,9 @@ public struct KafkaProducerConfiguration: Sendable {
     public var maxQueuedRecords: Int
     /// `compression.type`. Default `.none`.
     public var compression: Compression
+    /// Topics compressed otherwise than ``compression`` (raw properties do
+    /// not change these).
+    public var topicCompression: [String: Compression] = [:]
 
     public init(
         client: KafkaClientConfiguration, linger: Duration = .milliseconds(5), batchSizeBytes: Int = 1_000_000,

@@ -17,7 +17,9 @@ public final class KafkaProducer: Service, Sendable {
     public init(
         configuration: KafkaProducerConfiguration, logger: Logger, flushTimeout: Duration = .seconds(30)
     ) throws(KafkaError) {
-        self.client = try RDKafkaProducerClient(properties: configuration.librdkafkaProperties, logger: logger)
+        self.client = try RDKafkaProducerClient(
+            properties: configuration.librdkafkaProperties,
+            topicProperties: configuration.topicCompression.mapValues { ["compression.type": $0.rawValue] }, logger: logger)
         self.logger = logger
         self.flushTimeout = flushTimeout
     }

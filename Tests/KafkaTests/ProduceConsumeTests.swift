@@ -77,6 +77,33 @@ struct ProduceConsumeTests {
         try await harness.stop()
     }
 
+    @Test("a topic compressed otherwise than the producer's default is written and read back as sent")
+    func aTopicOfItsOwnCompression() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let compressed = uniqueName("lz4")
+        let plain = uniqueName("plain")
+        try cluster.createTopic(compressed, partitions: 1)
+        try cluster.createTopic(plain, partitions: 1)
+        var configuration = testProducerConfiguration(cluster: cluster)
+        configuration.compression = .lz4
+        configuration.topicCompression[plain] = KafkaProducerConfiguration.Compression.none
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger())
+        let values = (0..<50).map { Array(#"{"token":"\#($0)","activity_id":"match-1"}"#.utf8) }
+        for value in values {
+            _ = try await producer.send(topic: compressed, key: nil, value: value, partition: 0)
+            _ = try await producer.send(topic: plain, key: nil, value: value, partition: 0)
+        }
+        let harness = try ConsumerHarness(
+            "own-compression", configuration: fastConsumerConfiguration(cluster: cluster, group: uniqueName("g")), topics: [compressed, plain],
+            storeOffsets: false)
+        harness.start()
+        try await waitFor("both topics' records") { harness.records.count >= 2 * values.count ? true : nil }
+        for topic in [compressed, plain] {
+            #expect(harness.records.filter { $0.topic == topic }.map(\.value) == values.map { Optional($0) })
+        }
+        try await harness.stop()
+    }
+
     @Test func theCachedEndOffsetFollowsTheFetchesWithoutAskingTheBroker() async throws {
         let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
         let topic = uniqueName("end-offset")

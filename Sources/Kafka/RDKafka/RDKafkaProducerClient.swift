@@ -106,8 +106,13 @@ final class RDKafkaDeliveryNotifier: Sendable {
 final class RDKafkaProducerClient: Sendable {
     let handle: RDKafkaHandle
     private let notifier: RDKafkaDeliveryNotifier
+    private let topics: RDKafkaTopicHandles
 
-    init(properties: [String: String], logger: Logger) throws(KafkaError) {
+    /// - Parameter topicProperties: topic-level properties of some topics
+    ///   (`compression.type`): their handles are made here, before any
+    ///   record names the topic, and kept for the producer's life, so
+    ///   librdkafka produces every record of the topic with them.
+    init(properties: [String: String], topicProperties: [String: [String: String]] = [:], logger: Logger) throws(KafkaError) {
         let notifier = RDKafkaDeliveryNotifier()
         let context = RDKafkaClientContext(logger: logger, deliveriesResolved: { notifier.resolved() })
         self.notifier = notifier
@@ -127,6 +132,7 @@ final class RDKafkaProducerClient: Sendable {
         rd_kafka_queue_forward(main, background)
         rd_kafka_queue_destroy(main)
         rd_kafka_queue_destroy(background)
+        self.topics = try RDKafkaTopicHandles(handle, topicProperties)
     }
 
     private static func handle(event: OpaquePointer, context: RDKafkaClientContext) {
@@ -326,4 +332,41 @@ private func withHeaderValues<T>(
         return (UnsafeRawPointer(memory), value.count)
     }
     return body(values)
+}
+
+/// Topic handles made with settings of their own, destroyed with their
+/// owner (before the client's handle).
+final class RDKafkaTopicHandles: @unchecked Sendable {
+    private let pointers: [OpaquePointer]
+
+    init(_ handle: RDKafkaHandle, _ topicProperties: [String: [String: String]]) throws(KafkaError) {
+        var pointers: [OpaquePointer] = []
+        for (topic, properties) in topicProperties.sorted(by: { $0.key < $1.key }) {
+            guard let configuration = rd_kafka_topic_conf_new() else {
+                pointers.forEach { rd_kafka_topic_destroy($0) }
+                throw KafkaError(code: .clientCreation, message: "librdkafka could not allocate a topic configuration for \(topic)")
+            }
+            for (name, value) in properties.sorted(by: { $0.key < $1.key }) {
+                var errorText = [CChar](repeating: 0, count: 512)
+                if rd_kafka_topic_conf_set(configuration, name, value, &errorText, errorText.count) != RD_KAFKA_CONF_OK {
+                    rd_kafka_topic_conf_destroy(configuration)
+                    pointers.forEach { rd_kafka_topic_destroy($0) }
+                    throw KafkaError(
+                        code: .configuration, message: "librdkafka rejected the property '\(name)' of topic \(topic); fix or remove it",
+                        librdkafkaMessage: RDKafkaHandle.string(errorText))
+                }
+            }
+            // Takes the configuration; fails only for an invalid name.
+            guard let pointer = rd_kafka_topic_new(handle.pointer, topic, configuration) else {
+                pointers.forEach { rd_kafka_topic_destroy($0) }
+                throw KafkaError(code: .configuration, message: "librdkafka refused the topic name \(topic.debugDescription)")
+            }
+            pointers.append(pointer)
+        }
+        self.pointers = pointers
+    }
+
+    deinit {
+        pointers.forEach { rd_kafka_topic_destroy($0) }
+    }
 }
