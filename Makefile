@@ -1,42 +1,57 @@
 # LiveDispatch: the two commands are `make run` and `make test`.
 SWIFT ?= swift
 
-.PHONY: bootstrap build test check-deploy run release clean openapi fuzz faults
+.PHONY: bootstrap bootstrap-run bootstrap-test build test check-links check-deploy run release clean openapi fuzz faults
 
-bootstrap:
-	./scripts/bootstrap
+# Everything: what the run needs and what the tests need.
+bootstrap: bootstrap-test
 
-build: bootstrap
+# Only what building and running the worker needs (Debian's librdkafka-dev,
+# libnghttp2-dev, libssl-dev, pkg-config), so `make run` starts soon.
+bootstrap-run:
+	./scripts/bootstrap run
+
+# And the test tools: kcat, nghttp2, promtool, Chromium, the Python venv
+# (Tansu, a newer librdkafka, schemathesis, playwright, deploy checks).
+bootstrap-test:
+	./scripts/bootstrap test
+
+build: bootstrap-run
 	$(SWIFT) build
 
-# deploy/ is checked offline first (scripts/check-deploy), then the Swift tests run.
-test: bootstrap
+# The documentation's relative links first (scripts/check-links), deploy/
+# offline (scripts/check-deploy), then the Swift tests.
+test: bootstrap-test
+	./scripts/check-links
 	./scripts/check-deploy
 	$(SWIFT) test --no-parallel
 
-check-deploy: bootstrap
+check-links:
+	./scripts/check-links
+
+check-deploy: bootstrap-test
 	./scripts/check-deploy
 
 # The demo: an embedded Kafka cluster and an APNs simulator in-process,
 # replaying Config/examples and printing each activity's Lock Screen; the
 # worker keeps running, with its web console (address printed), until Ctrl-C.
-run: bootstrap
+run: bootstrap-run
 	$(SWIFT) build --product livedispatch
 	.build/debug/livedispatch run --config Config/livedispatch.yaml --replay Config/examples
 
 # libFuzzer targets (JSON parser, command and token-registration decoding,
 # expressions and templates, rule files evaluated on events), FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
-fuzz: bootstrap
+fuzz: bootstrap-run
 	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz
 
 # The fault suite: one scenario under each fault against real processes
 # (embedded Kafka, APNs simulator, two workers), one row per fault.
-faults: bootstrap
+faults: bootstrap-run
 	$(SWIFT) build --product livedispatch
 	.build/debug/livedispatch bench faults
 
-release: bootstrap
+release: bootstrap-run
 	$(SWIFT) build -c release
 
 # Regenerates the ingest API's server code from openapi.yaml (committed, so
