@@ -145,6 +145,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             // The web console, compiled into the binary (no files to ship beside it).
@@ -185,7 +187,15 @@ let package = Package(
         // and -DFUZZING); built plainly, it replays corpora through the same code.
         .executableTarget(
             name: "LiveDispatchFuzz",
-            dependencies: ["LiveDispatchCore", "LiveDispatchRules", "LiveDispatchWorker", "APNs"],
+            dependencies: [
+                "LiveDispatchCore", "LiveDispatchRules", "LiveDispatchWorker", "LiveDispatchHTTP", "APNs",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+            ],
             swiftSettings: swiftSettings
         ),
 
@@ -266,8 +276,11 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchHTTPTests",
             dependencies: [
-                "LiveDispatchHTTP", "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchRules",
+                "LiveDispatchHTTP", "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchRules", "Kafka", "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
             ],

@@ -25,6 +25,10 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     /// APNs response classification: a status line, `name: value` header
     /// lines, an empty line, then the body.
     case apns
+    /// HTTP/1.1 requests as sent on a connection: parsed by the server's
+    /// decoder and routed through the worker's real router. No request
+    /// answers 500, and none runs a handler behind a key without one.
+    case http
 
     static let now = UnixTime(seconds: 1_770_593_400)
 
@@ -89,6 +93,8 @@ enum FuzzTarget: String, CaseIterable, Sendable {
                 if pair.count == 2 { headers[pair[0].lowercased()] = pair[1] }
             }
             _ = APNsOutcome.classify(status: status, headers: headers, body: Array(body.utf8)).label
+        case .http:
+            HTTPRequests.check(bytes)
         }
     }
 }

@@ -2,13 +2,15 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import OpenAPIRuntime
 
 /// An answer other than success, raised anywhere in the request's path and
 /// turned into a JSON body of the `Error` schema of `openapi.yaml` by
 /// ``ErrorResponseMiddleware``.
 struct APIError: Error, Sendable {
     var status: HTTPResponse.Status
-    /// Stable code: `invalid-request`, `unauthorized`, `forbidden`, `too-large`, `rate-limited`, `unavailable`, `not-found`.
+    /// Stable code: `invalid-request`, `unauthorized`, `forbidden`, `too-large`, `rate-limited`, `unavailable`, `not-found`,
+    /// `invalid-path`, `invalid-json`, `unsupported-media-type`, `payload-too-large`, `truncated`.
     var code: String
     var message: String
     var problems: [Components.Schemas.Problem] = []
@@ -28,10 +30,22 @@ struct APIError: Error, Sendable {
     }
 
     func response() -> Response {
+        Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// The answer as the generated server's handlers give it.
+    func openAPIResponse() -> (HTTPResponse, HTTPBody?) {
+        (HTTPResponse(status: status, headerFields: headers), HTTPBody(bytes))
+    }
+
+    private var headers: HTTPFields {
         var headers: HTTPFields = [.contentType: "application/json"]
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
-        let bytes = (try? JSONEncoder().encode(body)) ?? Data(#"{"error":"internal","message":"the error could not be encoded"}"#.utf8)
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        return headers
+    }
+
+    private var bytes: [UInt8] {
+        Array((try? JSONEncoder().encode(body)) ?? Data(#"{"error":"internal","message":"the error could not be encoded"}"#.utf8))
     }
 }
 

@@ -36,12 +36,12 @@ enum ConsoleAssets {
         Asset(path: "/console/console.js", contentType: "text/javascript; charset=utf-8", bytes: PackageResources.console_js),
     ]
 
-    static func addRoutes(to router: Hummingbird.Router<BasicRequestContext>) {
+    static func addRoutes(to routes: GuardedRouter) {
         for asset in assets {
-            router.get(RouterPath(asset.path)) { request, _ in response(asset, ifNoneMatch: request.headers[.ifNoneMatch]) }
+            routes.open(.get, asset.path) { request, _ in response(asset, ifNoneMatch: request.headers[.ifNoneMatch]) }
         }
         // Browsers ask for an icon; the console has none.
-        router.get("/favicon.ico") { _, _ in Response(status: .noContent) }
+        routes.open(.get, "/favicon.ico") { _, _ in Response(status: .noContent) }
     }
 
     static func response(_ asset: Asset, ifNoneMatch: String?) -> Response {

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOHTTP1
 import OpenAPIRuntime
 
 /// The outermost middleware: every error on the way becomes a JSON answer of
@@ -24,6 +25,9 @@ struct ErrorResponseMiddleware<Context: RequestContext>: RouterMiddleware {
         case let error as ServerError:
             // The generated server wraps what it could not decode.
             return answer(forServerError: error, path: path, logger: logger)
+        case let error as HTTPParserError:
+            // A body whose framing the client broke (a malformed chunk size, say) is the client's to fix.
+            return APIError(status: .badRequest, code: "invalid-request", message: "the request's framing is malformed: \(error)")
         case let error as any HTTPResponseError where error.status == .contentTooLarge:
             return APIError(status: .contentTooLarge, code: "too-large", message: "the body is too large")
         case let error as any HTTPResponseError where error.status == .notFound:
@@ -37,6 +41,8 @@ struct ErrorResponseMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     static func answer(forServerError error: ServerError, path: String, logger: Logger) -> APIError {
+        // A handler's own refusal, with its own status.
+        if let refusal = error.underlyingError as? APIError { return refusal }
         if let decoding = error.underlyingError as? DecodingError {
             let (path, message): ([any CodingKey], String) =
                 switch decoding {

@@ -47,6 +47,14 @@ extension WorkerAPI {
         guard let value, let letter = try? DeadLetter(json: JSONValue.parse(value)), let origin = letter.origin, let original = origin.value else {
             return .conflict(.init(body: .json(.init(error: "no-original", message: "dead letter \(id) keeps no original record to replay"))))
         }
+        // A dead letter cut to fit keeps only a prefix of its record: replaying
+        // it would replace the event with broken JSON.
+        if letter.details["truncated"] == .bool(true) {
+            let size = letter.details["value_bytes"]?.integerValue.map { " of \($0) bytes" } ?? ""
+            return .conflict(.init(body: .json(.init(
+                error: "truncated",
+                message: "dead letter \(id) keeps only a prefix of its original record\(size); replay it from \(origin.topic) partition \(origin.partition) offset \(origin.offset) instead"))))
+        }
         let allowed = rules().topics.union([topics.commands, topics.tokens])
         guard allowed.contains(origin.topic) else {
             return .conflict(.init(body: .json(.init(

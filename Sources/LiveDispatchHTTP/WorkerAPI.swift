@@ -50,6 +50,8 @@ struct WorkerAPI: APIProtocol {
         case accepted(Accepted)
         case invalid(APIError)
         case unavailable(APIError)
+        /// Refused with the error's own status (413 for a payload over APNs' limit).
+        case refused(APIError)
     }
 
     // MARK: Activities
@@ -57,19 +59,19 @@ struct WorkerAPI: APIProtocol {
     func startActivity(_ input: Operations.StartActivity.Input) async throws -> Operations.StartActivity.Output {
         let body = switch input.body { case .json(let body): body }
         let outcome = await submit(.start, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body)
-        return Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
+        return try Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
     }
 
     func updateActivity(_ input: Operations.UpdateActivity.Input) async throws -> Operations.UpdateActivity.Output {
         let body = switch input.body { case .json(let body): body }
         let outcome = await submit(.update, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body)
-        return Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
+        return try Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
     }
 
     func endActivity(_ input: Operations.EndActivity.Input) async throws -> Operations.EndActivity.Output {
         let body = switch input.body { case .json(let body): body }
         let outcome = await submit(.end, activity: input.path.activityId, idempotencyKey: input.headers.idempotencyKey, body: body)
-        return Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
+        return try Self.answer(outcome, accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
     }
 
     /// Turns a request into a command with the `commands` topic's decoder and produces it.
@@ -81,6 +83,7 @@ struct WorkerAPI: APIProtocol {
         case .success(let made): command = made
         case .failure(let error): return .invalid(error)
         }
+        if let refusal = Self.payloadRefusal(command) { return .refused(refusal) }
         let id = command.id ?? ""
         if let failure = await send(topics.commands, key: command.activityID.rawValue, value: command.json) { return .unavailable(failure) }
         return .accepted(.init(commandId: id, activityId: command.activityID.rawValue, event: .init(rawValue: event.rawValue) ?? .update))
@@ -126,7 +129,7 @@ struct WorkerAPI: APIProtocol {
             return .badRequest(.init(body: .json(APIError.invalid("expected a JSON object").body)))
         }
         fields["action"] = .string(TokenRegistration.Action.register.rawValue)
-        return Self.answer(
+        return try Self.answer(
             await submit(registration: .object(fields)),
             accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
     }
@@ -143,7 +146,7 @@ struct WorkerAPI: APIProtocol {
             ("attributes_type", query.attributesType), ("environment", query.environment?.rawValue),
         ]
         for case (let name, let value?) in given { fields[name] = .string(value) }
-        return Self.answer(
+        return try Self.answer(
             await submit(registration: .object(fields), inParameters: true),
             accepted: { .accepted(.init(body: .json($0))) }, badRequest: { .badRequest($0) }, unavailable: { .serviceUnavailable($0) })
     }
@@ -177,11 +180,12 @@ struct WorkerAPI: APIProtocol {
     static func answer<Accepted, Output>(
         _ outcome: Outcome<Accepted>, accepted: (Accepted) -> Output,
         badRequest: (Components.Responses.BadRequest) -> Output, unavailable: (Components.Responses.Unavailable) -> Output
-    ) -> Output {
+    ) throws(APIError) -> Output {
         switch outcome {
         case .accepted(let body): accepted(body)
         case .invalid(let error): badRequest(.init(body: .json(error.body)))
         case .unavailable(let error): unavailable(.init(headers: .init(retryAfter: error.retryAfter ?? 1), body: .json(error.body)))
+        case .refused(let error): throw error
         }
     }
 
@@ -218,6 +222,24 @@ struct WorkerAPI: APIProtocol {
         default: break
         }
         return .init(pointer: JSONPointer.make(components), message: error.message)
+    }
+
+    /// The 413 for a command whose push alone, applied to an activity
+    /// with no state yet, is over APNs' size limit: the dispatcher would
+    /// dead-letter it `payload-too-large` where the caller never sees it.
+    /// (An update that fits alone but not merged into a large state is
+    /// still dead-lettered there: the state lives on the partition's owner.)
+    static func payloadRefusal(_ command: ActivityCommand) -> APIError? {
+        var probe = Coalescer()
+        let now = UnixTime(seconds: Date().timeIntervalSince1970)
+        // An activity with an empty state, so that an end has something to end.
+        if command.event != .start { probe.restore(ActivityState(activityID: command.activityID, createdAt: now)) }
+        guard case .reject(.payloadTooLarge, _, let details) = probe.receive(command, offset: 0, recordTime: now, now: now) else { return nil }
+        let size = details["size"]?.integerValue ?? 0, limit = details["limit"]?.integerValue ?? Int64(APNsPayload.deviceLimit)
+        return APIError(
+            status: .contentTooLarge, code: "payload-too-large",
+            message: "the push this \(command.event.rawValue) makes is \(size) bytes, over APNs' limit of \(limit) bytes; shrink its content_state, attributes or alert",
+            problems: [.init(pointer: "/content_state", message: "the push would be \(size) bytes; the limit is \(limit)")])
     }
 
     /// 1 to 200 printable ASCII characters.

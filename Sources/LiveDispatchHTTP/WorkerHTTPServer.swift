@@ -43,6 +43,8 @@ public struct WorkerHTTPServer: Service {
     }
 
     private let application: Application<RouterResponder<BasicRequestContext>>
+    /// The listener of `admin.probe_listen`, when there is one.
+    private let probeApplication: Application<RouterResponder<BasicRequestContext>>?
 
     /// The server of a running worker: its dispatcher's health, its producer for the ingest API.
     /// `onListening` is told the bound port once the server accepts connections.
@@ -58,7 +60,8 @@ public struct WorkerHTTPServer: Service {
             }
         }
         try self.init(
-            listen: components.configuration.admin.listen, configuration: components.configuration.http,
+            listen: components.configuration.admin.listen, probeListen: components.configuration.admin.probeListen,
+            configuration: components.configuration.http,
             health: Health(
                 isReady: { dispatcher.isReady },
                 status: {
@@ -78,31 +81,28 @@ public struct WorkerHTTPServer: Service {
     /// A server with its collaborators given as functions.
     /// `onListening` is told the bound port (useful with port 0).
     init(
-        listen: String, configuration: WorkerConfiguration.HTTP, health: Health, exposition: Exposition?,
+        listen: String, probeListen: String = "", configuration: WorkerConfiguration.HTTP, health: Health, exposition: Exposition?,
         topics: WorkerAPI.Topics,
         produce: @escaping @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void,
         rules: @escaping @Sendable () -> RuleSet,
         readTopic: @escaping WorkerAPI.ReadTopic, apps: AppDirectory = .unchecked,
-        logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+        logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
+        onProbeListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
-        let parts = listen.split(separator: ":")
-        guard parts.count == 2, let port = Int(parts[1]), (0...65535).contains(port) else {
-            throw WorkerStartError("admin.listen: expected host:port, got \(listen.debugDescription)")
+        guard let (host, port) = WorkerConfiguration.hostAndPort(listen, ports: 0...65535) else {
+            throw WorkerStartError("admin.listen: expected host:port or [ipv6]:port, got \(listen.debugDescription)")
         }
-        let router = Hummingbird.Router(context: BasicRequestContext.self)
-        router.add(middleware: ErrorResponseMiddleware(logger: logger))
-        router.add(middleware: AccessMiddleware(
-            table: APIKeyTable(configuration.apiKeys, openReads: APIKeyTable.isLoopback(host: String(parts[0]))),
-            limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst)))
-        router.add(middleware: BodyLimitMiddleware(maxBytes: configuration.maxBodyBytes))
-        Self.addHealthRoutes(to: router, health: health, exposition: exposition)
-        ConsoleAssets.addRoutes(to: router)
-        router.get("/v1/openapi.json") { _, _ in
-            Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
+        var probe: (host: String, port: Int)?
+        if !probeListen.isEmpty {
+            guard let address = WorkerConfiguration.hostAndPort(probeListen, ports: 0...65535) else {
+                throw WorkerStartError("admin.probe_listen: expected host:port or [ipv6]:port, got \(probeListen.debugDescription)")
+            }
+            probe = address
         }
         let api = WorkerAPI(
             topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps)
-        try api.registerHandlers(on: router)
+        let (router, _) = try Self.router(
+            api: api, configuration: configuration, openReads: APIKeyTable.isLoopback(host: host), health: health, exposition: exposition, logger: logger)
 
         // The loader keeps timeouts within 10 ms…24 h; a configuration built
         // in code is held to the same range rather than trapping on conversion.
@@ -112,19 +112,65 @@ public struct WorkerHTTPServer: Service {
             additionalChannelHandlers: [RequestDeadlineHandler(headerTimeout: header, requestTimeout: request)],
             idleTimeout: TimeAmount(bounded(configuration.idleTimeout)),
             httpDecoderConfiguration: .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100))
-        let address = "\(parts[0]):\(port)"
         application = Application(
             router: router,
             server: .http1(configuration: channel),
             configuration: ApplicationConfiguration(
-                address: .hostname(String(parts[0]), port: port), serverName: "livedispatch",
+                address: .hostname(host, port: port), serverName: "livedispatch",
                 availableConnectionsDelegate: MaximumAvailableConnections(max(1, configuration.maxConnections))),
             onServerRunning: { channel in
                 let bound = channel.localAddress?.port ?? port
-                logger.notice("HTTP server listening", metadata: ["admin.address": "\(address)", "http.port": "\(bound)"])
+                logger.notice("HTTP server listening", metadata: ["admin.address": "\(listen)", "http.port": "\(bound)"])
                 await onListening(bound)
             },
             logger: logger)
+        probeApplication = probe.map { probe in
+            let router = Hummingbird.Router(context: BasicRequestContext.self)
+            router.add(middleware: RequestHygieneMiddleware())
+            router.add(middleware: ErrorResponseMiddleware(logger: logger))
+            router.add(middleware: BodyLimitMiddleware(maxBytes: 0))
+            Self.addHealthRoutes(to: router, health: health, exposition: exposition)
+            // Probes send small heads and nothing else: their connections get short timeouts.
+            let channel = HTTP1Channel.Configuration(
+                additionalChannelHandlers: [RequestDeadlineHandler(headerTimeout: .seconds(2), requestTimeout: .seconds(2))],
+                idleTimeout: .seconds(10),
+                httpDecoderConfiguration: .init(maxHeaderFieldSize: 4 * 1024, maxHeaderListSize: 8 * 1024, maxHeaderFieldCount: 50))
+            return Application(
+                router: router,
+                server: .http1(configuration: channel),
+                configuration: ApplicationConfiguration(
+                    address: .hostname(probe.host, port: probe.port), serverName: "livedispatch",
+                    availableConnectionsDelegate: MaximumAvailableConnections(64)),
+                onServerRunning: { channel in
+                    let bound = channel.localAddress?.port ?? probe.port
+                    logger.notice("HTTP probe listener listening", metadata: ["admin.probe_address": "\(probeListen)", "http.port": "\(bound)"])
+                    await onProbeListening(bound)
+                },
+                logger: logger)
+        }
+    }
+
+    /// The server's router, with every route registered through a
+    /// ``GuardedRouter`` (returned too, for its list of routes).
+    static func router(
+        api: WorkerAPI, configuration: WorkerConfiguration.HTTP, openReads: Bool, health: Health, exposition: Exposition?, logger: Logger,
+        clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+    ) throws -> (Hummingbird.Router<BasicRequestContext>, GuardedRouter) {
+        let router = Hummingbird.Router(context: BasicRequestContext.self)
+        router.add(middleware: RequestHygieneMiddleware())
+        router.add(middleware: ErrorResponseMiddleware(logger: logger))
+        router.add(middleware: BodyLimitMiddleware(maxBytes: configuration.maxBodyBytes))
+        let gate = AccessGate(
+            table: APIKeyTable(configuration.apiKeys, openReads: openReads),
+            limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst), clock: clock)
+        let routes = try GuardedRouter(router: router, gate: gate)
+        Self.addHealthRoutes(to: routes, health: health, exposition: exposition)
+        ConsoleAssets.addRoutes(to: routes)
+        routes.open(.get, "/v1/openapi.json") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
+        }
+        try api.registerHandlers(on: routes)
+        return (router, routes)
     }
 
     /// One topic read at a time per worker: each opens Kafka clients and
@@ -170,19 +216,38 @@ public struct WorkerHTTPServer: Service {
     }
 
     public func run() async throws {
-        try await application.run()
+        guard let probeApplication else {
+            try await application.run()
+            return
+        }
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await application.run() }
+            group.addTask { try await probeApplication.run() }
+        }
     }
 
     static func text(_ status: HTTPResponse.Status, _ contentType: String, _ bytes: [UInt8]) -> Response {
         Response(status: status, headers: [.contentType: contentType], body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
+    /// `/healthz`, `/readyz`, `/metrics` and `/status`, open to anyone.
+    static func addHealthRoutes(to routes: GuardedRouter, health: Health, exposition: Exposition?) {
+        for (path, handler) in healthHandlers(health: health, exposition: exposition) { routes.open(.get, path, handler) }
+    }
+
+    /// The same routes on the probe listener, which has nothing else.
     static func addHealthRoutes(to router: Hummingbird.Router<BasicRequestContext>, health: Health, exposition: Exposition?) {
-        router.get("/healthz") { _, _ in Self.text(.ok, "text/plain", Array("ok\n".utf8)) }
-        router.get("/readyz") { _, _ in
-            health.isReady() ? Self.text(.ok, "text/plain", Array("ready\n".utf8)) : Self.text(.serviceUnavailable, "text/plain", Array("restoring\n".utf8))
-        }
-        router.get("/metrics") { _, _ in Self.text(.ok, "text/plain; version=0.0.4", exposition?() ?? []) }
-        router.get("/status") { _, _ in Self.text(.ok, "application/json", Array(health.status().utf8)) }
+        for (path, handler) in healthHandlers(health: health, exposition: exposition) { router.get(RouterPath(path), use: handler) }
+    }
+
+    static func healthHandlers(health: Health, exposition: Exposition?) -> [(String, @Sendable (Request, BasicRequestContext) async throws -> Response)] {
+        [
+            ("/healthz", { _, _ in Self.text(.ok, "text/plain", Array("ok\n".utf8)) }),
+            ("/readyz", { _, _ in
+                health.isReady() ? Self.text(.ok, "text/plain", Array("ready\n".utf8)) : Self.text(.serviceUnavailable, "text/plain", Array("restoring\n".utf8))
+            }),
+            ("/metrics", { _, _ in Self.text(.ok, "text/plain; version=0.0.4", exposition?() ?? []) }),
+            ("/status", { _, _ in Self.text(.ok, "application/json", Array(health.status().utf8)) }),
+        ]
     }
 }

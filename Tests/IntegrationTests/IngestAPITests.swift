@@ -208,7 +208,7 @@ struct IngestAPITests {
         #expect(try Self.problems(httpRequest("POST", port: port, update, headers: Self.bearer, body: #"{"alert": {"title": "t"}}"#)) == ["/alert/body"])
         let notJSON = try httpRequest("POST", port: port, update, headers: Self.bearer, body: "{")
         #expect(notJSON.status == 400)
-        #expect(try JSONValue.parse(notJSON.body)["error"] == "invalid-request")
+        #expect(try JSONValue.parse(notJSON.body)["error"] == "invalid-json")
         let unknown = try httpRequest("POST", port: port, update, headers: Self.bearer, body: #"{"colour": "blue"}"#)
         #expect(unknown.status == 400)
         let badToken = try httpRequest("POST", port: port, "/v1/tokens", headers: Self.bearer, body: #"{"activity_id": "a", "token": "abc"}"#)

@@ -13,21 +13,8 @@ struct APIKeyTableTests {
         .init(name: "viewer", sha256: readHash, scopes: [.read]),
     ])
 
-    @Test("routes and their scopes")
-    func scopes() {
-        #expect(APIKeyTable.requiredScope(method: .get, path: "/healthz") == nil)
-        #expect(APIKeyTable.requiredScope(method: .get, path: "/metrics") == nil)
-        #expect(APIKeyTable.requiredScope(method: .get, path: "/v1/openapi.json") == nil)
-        #expect(APIKeyTable.requiredScope(method: .post, path: "/v1/activities/a/update") == .ingest)
-        #expect(APIKeyTable.requiredScope(method: .post, path: "/v1/tokens") == .ingest)
-        #expect(APIKeyTable.requiredScope(method: .delete, path: "/v1/tokens/abcd") == .ingest)
-        #expect(APIKeyTable.requiredScope(method: .get, path: "/v1/activities") == .read)
-        #expect(APIKeyTable.requiredScope(method: .post, path: "/v1/dead-letters/1/replay") == .admin)
-    }
-
     @Test("the key's hash is looked up and its scopes checked")
     func verdicts() {
-        #expect(table.authorize(nil, needs: nil) == .open)
         #expect(table.authorize("Bearer password", needs: .ingest) == .allowed(key: "backend"))
         #expect(table.authorize("bearer password", needs: .ingest) == .allowed(key: "backend"))
         guard case .forbidden = table.authorize("Bearer password", needs: .read) else {
@@ -45,7 +32,11 @@ struct APIKeyTableTests {
     @Test("bound to loopback, the read routes need no key; a key given is still checked, and writes still need one")
     func loopbackReads() {
         let open = APIKeyTable([.init(name: "viewer", sha256: Self.readHash, scopes: [.read])], openReads: true)
-        #expect(open.authorize(nil, needs: .read) == .open)
+        #expect(open.authorize(nil, needs: .read, host: "127.0.0.1:9464") == .open)
+        guard case .unauthorized = open.authorize(nil, needs: .read, host: "rebound.example:9464"), case .unauthorized = open.authorize(nil, needs: .read) else {
+            Issue.record("a keyless read needs a loopback Host")
+            return
+        }
         #expect(open.authorize("Bearer reader-key", needs: .read) == .allowed(key: "viewer"))
         guard case .unauthorized = open.authorize("Bearer wrong", needs: .read), case .unauthorized = open.authorize(nil, needs: .ingest),
               case .unauthorized = open.authorize(nil, needs: .admin), case .unauthorized = table.authorize(nil, needs: .read)
@@ -53,7 +44,23 @@ struct APIKeyTableTests {
             Issue.record("only keyless reads on loopback are open")
             return
         }
-        for host in ["127.0.0.1", "127.0.0.2", "localhost", "::1"] { #expect(APIKeyTable.isLoopback(host: host), "\(host)") }
-        for host in ["0.0.0.0", "10.0.0.1", "", "example.com", "1127.0.0.1"] { #expect(!APIKeyTable.isLoopback(host: host), "\(host)") }
+        for host in ["127.0.0.1", "127.0.0.2", "127.255.255.254", "localhost", "LocalHost", "localhost.", "::1", "[::1]", "0:0:0:0:0:0:0:1", "[0::1]"] {
+            #expect(APIKeyTable.isLoopback(host: host), "\(host)")
+        }
+        for host in [
+            "0.0.0.0", "10.0.0.1", "", "example.com", "1127.0.0.1", "127.example.com", "127.0.0.1.example.com", "127.0.0", "127.0.0.256",
+            "127.00000.0.1", "::2", "::", "[::1", "localhost.example", "::ffff:10.0.0.1", "::1\u{0}x",
+        ] {
+            #expect(!APIKeyTable.isLoopback(host: host), "\(host)")
+        }
+    }
+
+    @Test("the host of a Host header, with or without its port; malformed ones are nil")
+    func hostHeaders() {
+        #expect(APIKeyTable.hostName(ofHeader: "localhost:9464") == "localhost")
+        #expect(APIKeyTable.hostName(ofHeader: "[::1]:9464") == "[::1]")
+        #expect(APIKeyTable.hostName(ofHeader: "[::1]") == "[::1]")
+        #expect(APIKeyTable.hostName(ofHeader: "127.0.0.1") == "127.0.0.1")
+        for bad in ["", ":80", "a:b:c", "[::1", "[::1]x", "host:port"] { #expect(APIKeyTable.hostName(ofHeader: bad) == nil, "\(bad)") }
     }
 }

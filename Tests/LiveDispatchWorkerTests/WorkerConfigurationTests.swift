@@ -208,9 +208,19 @@ struct WorkerConfigurationTests {
         ])
         #expect(try problems("  key_path: \(files.key)\n  request_timeout: 0s\n") == ["c.yaml:6:20: apns.request_timeout: must be more than 0s"])
         #expect(try problems("  key_path: \(files.key)\n", admin: "admin:\n  listen: nowhere\n") == [
-            "c.yaml:7:11: admin.listen: expected host:port with a port from 0 to 65535, or empty to turn the endpoint off; got \"nowhere\"",
+            "c.yaml:7:11: admin.listen: expected host:port or [ipv6]:port with a port from 0 to 65535, or empty to turn the endpoint off; got \"nowhere\"",
         ])
         #expect(try problems("  key_path: \(files.key)\n", admin: "admin:\n  listen: \"\"\n").isEmpty)
+        // IPv6 in brackets, as README and the loopback check name it.
+        for listen in ["\"[::1]:9464\"", "\"[::]:0\"", "\"[fe80::1]:80\""] {
+            #expect(try problems("  key_path: \(files.key)\n", admin: "admin:\n  listen: \(listen)\n  probe_listen: \(listen)\n").isEmpty, "\(listen)")
+        }
+        for listen in ["\"[::1]\"", "\"[::1:9464\"", "\"::1:9464\"", "\"[zz::1]:80\"", "\"[]:80\""] {
+            #expect(try problems("  key_path: \(files.key)\n", admin: "admin:\n  listen: \(listen)\n").count == 1, "\(listen)")
+        }
+        #expect(try problems("  key_path: \(files.key)\n", admin: "admin:\n  probe_listen: nowhere\n") == [
+            "c.yaml:7:17: admin.probe_listen: expected host:port or [ipv6]:port with a port from 0 to 65535, or empty for none; got \"nowhere\"",
+        ])
         #expect(try problems("  key_path: \(files.key)\n  trust_roots: [\(files.certificate)]\n", admin: "admin:\n  listen: 0.0.0.0:0\n").isEmpty)
     }
 

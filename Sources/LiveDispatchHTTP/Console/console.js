@@ -275,7 +275,10 @@ async function loadDeadLetters() {
       type: "button", class: "replay", text: "Replay",
       onclick: () => replay(entry.id, button, status),
     });
-    if (!origin || origin.value === undefined) button.disabled = true;
+    // A dead letter cut to fit keeps only a prefix of its record: not replayable.
+    const truncated = Boolean(letter.details && letter.details.truncated);
+    if (!origin || origin.value === undefined || truncated) button.disabled = true;
+    if (truncated) button.title = "Only a prefix of the original record is kept; replay it from its topic.";
     return element("tr", { "data-id": entry.id, "data-activity": letter.activity_id || "" },
       element("td", { class: "mono", text: entry.id }),
       element("td", { text: time(letter.dead_lettered_at) }),

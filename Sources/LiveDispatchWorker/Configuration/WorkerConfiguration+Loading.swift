@@ -73,10 +73,19 @@ extension WorkerConfiguration {
     /// `-` and `.`, and a port in `ports`; nil when the text is not that.
     public static func hostAndPort(_ text: String, ports: ClosedRange<Int>) -> (host: String, port: Int)? {
         guard let colon = text.lastIndex(of: ":") else { return nil }
-        let host = text[..<colon]
+        var host = text[..<colon]
         let portText = text[text.index(after: colon)...]
-        let hostIsValid = !host.isEmpty && host.utf8.count <= 253 && host.first != "-" && host.first != "."
-            && host.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == ".") }
+        let hostIsValid: Bool
+        if host.hasPrefix("[") {
+            // An IPv6 address in brackets, `[::1]:9464`; the host is given without them.
+            host = host.dropFirst()
+            hostIsValid = host.hasSuffix("]") && host.dropLast().contains(":") && host.count <= 46
+                && host.dropLast().unicodeScalars.allSatisfy { $0.properties.isASCIIHexDigit || $0 == ":" || $0 == "." }
+            host = host.dropLast()
+        } else {
+            hostIsValid = !host.isEmpty && host.utf8.count <= 253 && host.first != "-" && host.first != "."
+                && host.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == ".") }
+        }
         guard hostIsValid, !portText.isEmpty, portText.allSatisfy({ ("0"..."9").contains($0) }), let port = Int(portText), ports.contains(port) else { return nil }
         return (String(host), port)
     }
@@ -176,6 +185,7 @@ struct ConfigurationKey: Sendable {
         .integer("limits.max_in_flight_per_worker", 1...1_000_000, \.limits.maxInFlightPerWorker),
         .integer("push_to_start.max_starts_per_hour", 1...3600, \.pushToStart.maxStartsPerHour),
         .string("admin.listen", \.admin.listen),
+        .string("admin.probe_listen", \.admin.probeListen),
         .duration("http.idle_timeout", \.http.idleTimeout),
         .duration("http.header_timeout", \.http.headerTimeout),
         .duration("http.request_timeout", \.http.requestTimeout),
@@ -422,7 +432,11 @@ struct ConfigurationLoader {
         validateAPNs(configuration)
         if !configuration.admin.listen.isEmpty {
             check(WorkerConfiguration.hostAndPort(configuration.admin.listen, ports: 0...65535) != nil, "admin.listen",
-                  "expected host:port with a port from 0 to 65535, or empty to turn the endpoint off; got \(configuration.admin.listen.debugDescription)")
+                  "expected host:port or [ipv6]:port with a port from 0 to 65535, or empty to turn the endpoint off; got \(configuration.admin.listen.debugDescription)")
+        }
+        if !configuration.admin.probeListen.isEmpty {
+            check(WorkerConfiguration.hostAndPort(configuration.admin.probeListen, ports: 0...65535) != nil, "admin.probe_listen",
+                  "expected host:port or [ipv6]:port with a port from 0 to 65535, or empty for none; got \(configuration.admin.probeListen.debugDescription)")
         }
     }
 

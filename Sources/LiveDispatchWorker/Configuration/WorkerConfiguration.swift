@@ -154,6 +154,11 @@ public struct WorkerConfiguration: Sendable, Hashable {
         /// `host:port` of the worker's HTTP server (health, metrics, status,
         /// the ingest API); empty turns it off. Its limits and keys are `http.*`.
         public var listen = "127.0.0.1:9464"
+        /// `host:port` of a second listener that answers only `/healthz`,
+        /// `/readyz`, `/metrics` and `/status`, with connections of its own,
+        /// so probes and scrapes stay fast while clients of `listen` hold
+        /// every connection it serves; empty for none.
+        public var probeListen = ""
     }
 
     public struct Shutdown: Sendable, Hashable {

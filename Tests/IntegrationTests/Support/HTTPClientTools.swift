@@ -33,78 +33,6 @@ func httpRequest(
     return HTTPAnswer(status: status, headers: fields, body: String(result.standardOutput[split.upperBound...]))
 }
 
-/// A raw TCP connection to a local port, for clients that misbehave on
-/// purpose: idle ones, slow ones, too many.
-final class RawConnection {
-    let descriptor: Int32
-
-    init(port: Int) throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw WaitTimeout(what: "a socket (errno \(errno))") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(clamping: port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        guard connected else {
-            close(descriptor)
-            throw WaitTimeout(what: "a connection to port \(port) (errno \(errno))")
-        }
-        self.descriptor = descriptor
-    }
-
-    deinit { close(descriptor) }
-
-    /// Writes all of `text`; false when the server already closed the connection.
-    @discardableResult
-    func send(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let written = bytes[sent...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if written <= 0 { return false }
-            sent += written
-        }
-        return true
-    }
-
-    /// What a non-blocking read finds now.
-    enum Read { case data([UInt8]), closed, nothing }
-
-    func readNow() -> Read {
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-        if count > 0 { return .data(Array(buffer[..<count])) }
-        if count == 0 { return .closed }
-        return errno == EAGAIN || errno == EWOULDBLOCK ? .nothing : .closed
-    }
-
-    /// Waits until the server closes the connection, reading and dropping what it sends.
-    func waitUntilClosed(timeout: Duration) async throws {
-        _ = try await waitFor("the server to close the connection", timeout: timeout) { () -> Bool? in
-            while true {
-                switch readNow() {
-                case .closed: return true
-                case .nothing: return nil
-                case .data: continue
-                }
-            }
-        }
-    }
-
-    /// Waits for a whole response head and returns what arrived so far.
-    func waitForResponse(timeout: Duration) async throws -> String {
-        var received: [UInt8] = []
-        return try await waitFor("a response", timeout: timeout) { () -> String? in
-            while case .data(let bytes) = readNow() { received += bytes }
-            let text = String(decoding: received, as: UTF8.self)
-            return text.contains("\r\n\r\n") ? text : nil
-        }
-    }
-}
-
 /// The number of file descriptors process `pid` has open.
 func openDescriptors(_ pid: Int32) -> Int {
     (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
@@ -114,9 +42,9 @@ extension WorkerStack {
     /// Starts a worker whose HTTP server listens on a free port, with `extra`
     /// (YAML, e.g. an `http:` section) added to its configuration; waits
     /// until it restored `partitions` partitions (all by default).
-    func startHTTPWorker(extra: String, restoring partitions: Int? = nil) async throws -> (port: Int, worker: BackgroundProcess) {
+    func startHTTPWorker(extra: String, probePort: Int? = nil, restoring partitions: Int? = nil) async throws -> (port: Int, worker: BackgroundProcess) {
         let port = try freePort()
-        let worker = try await startWorker(configuration: try writeConfiguration(adminPort: port, extra: extra), restoring: partitions)
+        let worker = try await startWorker(configuration: try writeConfiguration(adminPort: port, probePort: probePort, extra: extra), restoring: partitions)
         return (port, worker)
     }
 }

@@ -60,7 +60,7 @@ final class WorkerStack: Sendable {
 
     /// Writes a worker configuration; `extra` is YAML appended as is (sections not otherwise written).
     func writeConfiguration(
-        group: String = "e2e", window: String = "250ms", maxDelay: String = "1s", adminPort: Int? = nil,
+        group: String = "e2e", window: String = "250ms", maxDelay: String = "1s", adminPort: Int? = nil, probePort: Int? = nil,
         maxInFlight: Int = 256, rules: String? = nil, reloadInterval: String = "0", extra: String = ""
     ) throws -> String {
         try writeWorkerConfiguration(
@@ -81,6 +81,7 @@ final class WorkerStack: Sendable {
                   max_in_flight_per_activity: \(maxInFlight)
                 admin:
                   listen: "\(adminPort.map { "127.0.0.1:\($0)" } ?? "")"
+                  probe_listen: "\(probePort.map { "127.0.0.1:\($0)" } ?? "")"
                 \(extra)
                 """)
     }

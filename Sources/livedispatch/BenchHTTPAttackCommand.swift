@@ -1,0 +1,238 @@
+import ArgumentParser
+import Foundation
+import LiveDispatchCore
+
+/// `livedispatch bench http-attack`: probes a running worker's HTTP server
+/// as an attacker would and prints one row per probe.
+struct BenchHTTPAttackCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "http-attack",
+        abstract: "Probe a worker's HTTP server as an attacker would; one row per probe, exit 1 when one fails.",
+        discussion: """
+            Reads the routes from the server's own /v1/openapi.json, then tries every route without a key, \
+            with an unknown key and with a key of each other scope; 25 spellings of each route's path without \
+            a key; a keyless read with a rebound Host; bodies without Content-Type, with duplicate keys, \
+            with a content state over APNs' size, over http.max_body_bytes, with broken chunked framing; \
+            oversized heads; an id carrying a script; a head that never ends (closed after \
+            http.header_timeout); --idle-connections idle sockets while /healthz is timed (on the probe \
+            listener when --probe-port is given: it must answer within 100 ms); and, last, the ingest key's \
+            rate limit. Give the keys of a server configured with them (one scope each).
+            """
+    )
+
+    @Option(help: "The server's host.") var host = "127.0.0.1"
+    @Option(help: "The server's port (admin.listen).") var port: Int
+    @Option(name: .customLong("probe-port"), help: "The probe listener's port (admin.probe_listen), if any.") var probePort: Int?
+    @Option(name: .customLong("ingest-key"), help: "A key with the ingest scope only.") var ingestKey: String
+    @Option(name: .customLong("read-key"), help: "A key with the read scope only.") var readKey: String
+    @Option(name: .customLong("admin-key"), help: "A key with the admin scope only.") var adminKey: String
+    @Option(name: .customLong("idle-connections"), help: "Idle connections held open while /healthz is timed.") var idleConnections = 2000
+    @Option(name: .customLong("header-timeout"), help: "The server's http.header_timeout, in seconds.") var headerTimeout = 10.0
+    @Option(name: .customLong("rate-burst"), help: "The server's http.rate_burst.") var rateBurst = 200
+    @Option(name: .customLong("max-body-bytes"), help: "The server's http.max_body_bytes.") var maxBodyBytes = 262_144
+
+    struct Row {
+        var probe: String
+        var expected: String
+        var got: String
+        var passed: Bool
+    }
+
+    func run() async throws {
+        var rows: [Row] = []
+        func row(_ probe: String, expected: String, got: String, _ passed: Bool) {
+            let row = Row(probe: probe, expected: expected, got: got, passed: passed)
+            rows.append(row)
+            print(Self.format(row))
+        }
+        func record(_ more: [Row]) {
+            for one in more { row(one.probe, expected: one.expected, got: one.got, one.passed) }
+        }
+        print(Self.format(Row(probe: "probe", expected: "expected", got: "got", passed: true)).replacingOccurrences(of: " ok", with: " verdict"))
+
+        let document = try JSONValue.parse(send("GET", "/v1/openapi.json").body)
+        let routes = Self.routes(document)
+        guard !routes.isEmpty else { throw ValidationError("the server's /v1/openapi.json lists no routes") }
+        let keys = ["ingest": ingestKey, "read": readKey, "admin": adminKey]
+
+        for route in routes {
+            let path = Self.concrete(route.path)
+            let none = send(route.method, path, body: route.method == "POST" ? "{}" : nil)
+            row("\(route.method) \(route.path) without a key", expected: "401", got: "\(none.status)", none.status == 401)
+            let unknown = send(route.method, path, key: "not-a-key", body: route.method == "POST" ? "{}" : nil)
+            row("\(route.method) \(route.path) with an unknown key", expected: "401", got: "\(unknown.status)", unknown.status == 401)
+            for (scope, key) in keys.sorted(by: { $0.key < $1.key }) where scope != route.scope {
+                let other = send(route.method, path, key: key, body: route.method == "POST" ? "{}" : nil)
+                row("\(route.method) \(route.path) with a \(scope) key", expected: "403", got: "\(other.status)", other.status == 403)
+            }
+            let spellings = Self.spellings(of: path)
+            let answers = spellings.map { send(route.method, $0, body: route.method == "POST" ? "{}" : nil).status }
+            let through = zip(spellings, answers).filter { (200..<300).contains($1) || $1 == 500 || $1 == 0 }
+            row("\(route.method) \(route.path): \(spellings.count) spellings without a key", expected: "no 2xx/5xx",
+                got: through.isEmpty ? "none through" : through.map { "\($0.0) \($0.1)" }.joined(separator: ", "), through.isEmpty)
+        }
+
+        let rebound = send("GET", "/v1/activities", hostHeader: "rebound.example:\(port)")
+        row("keyless read with Host rebound.example", expected: "401", got: "\(rebound.status)", rebound.status == 401)
+        let update = #"{"content_state":{"score":"1-0"}}"#
+        let untyped = send("POST", "/v1/activities/attack/update", key: ingestKey, body: update, contentType: nil)
+        row("POST with a body and no Content-Type", expected: "415", got: "\(untyped.status)", untyped.status == 415)
+        let form = send("POST", "/v1/activities/attack/update", key: ingestKey, body: "a=1", contentType: "application/x-www-form-urlencoded")
+        row("POST as an HTML form", expected: "415", got: "\(form.status)", form.status == 415)
+        let hex = String(repeating: "ef", count: 32), other = String(repeating: "12", count: 32)
+        let duplicate = send("POST", "/v1/tokens", key: ingestKey, body: #"{"activity_id":"attack","token":"\#(hex)","token":"\#(other)"}"#)
+        row("duplicate JSON keys", expected: "400 invalid-json", got: "\(duplicate.status) \(Self.code(duplicate))", duplicate.status == 400 && Self.code(duplicate) == "invalid-json")
+        let big = send("POST", "/v1/activities/attack/update", key: ingestKey, body: #"{"content_state":{"note":"\#(String(repeating: "x", count: 5_000))"}}"#)
+        row("content state over APNs' 4 KB", expected: "413 payload-too-large", got: "\(big.status) \(Self.code(big))", big.status == 413 && Self.code(big) == "payload-too-large")
+        let huge = send("POST", "/v1/activities/attack/update", key: ingestKey, body: #"{"x":""# + String(repeating: "y", count: maxBodyBytes) + #""}"#)
+        row("body over http.max_body_bytes", expected: "413", got: "\(huge.status)", huge.status == 413)
+        let chunked = exchange("POST /v1/tokens HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(ingestKey)\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
+        row("malformed chunk size", expected: "400", got: "\(chunked.status)", chunked.status == 400)
+        let header = exchange("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: \(String(repeating: "h", count: 40_000))\r\n\r\n")
+        row("a 40 KB header", expected: "4xx or closed", got: "\(header.status)", header.status == 0 || (400..<500).contains(header.status))
+        let script = send("GET", "/v1/activities/%3Cscript%3Ealert(1)%3C%2Fscript%3E", key: readKey)
+        let safe = script.headers["content-type"]?.hasPrefix("application/json") == true && script.headers["x-content-type-options"] == "nosniff"
+        row("an id carrying <script>", expected: "JSON, nosniff", got: "\(script.status) \(script.headers["content-type"] ?? "-") \(script.headers["x-content-type-options"] ?? "-")", safe)
+        let headers = [send("GET", "/healthz"), send("GET", "/v1/activities", key: readKey), send("GET", "/nothing")]
+        let marked = headers.allSatisfy { $0.headers["x-content-type-options"] == "nosniff" && $0.headers["cache-control"] == "no-store" }
+        row("answers carry nosniff and no-store", expected: "all", got: marked ? "all" : "missing", marked)
+
+        record(slowloris())
+        record(idleFlood())
+
+        var statuses: [Int: Int] = [:]
+        // The burst, and as many again for what refills meanwhile.
+        for _ in 0..<(2 * rateBurst + 10) where statuses[429] == nil {
+            statuses[send("GET", "/v1/dead-letters?limit=1", key: readKey).status, default: 0] += 1
+        }
+        let seen = statuses.sorted { $0.key < $1.key }.map { "\($0.value)×\($0.key)" }.joined(separator: " ")
+        row("requests with one key past http.rate_burst \(rateBurst)", expected: "429", got: seen, statuses[429] != nil)
+
+        let failed = rows.filter { !$0.passed }
+        print("http-attack: \(rows.count) probes, \(failed.count) failed")
+        if !failed.isEmpty { throw ExitCode.failure }
+    }
+
+    /// A head that never ends is closed after `http.header_timeout`.
+    func slowloris() -> [Row] {
+        let start = ContinuousClock.now
+        guard let socket = try? RawSocket(host: host, port: port, timeout: .seconds(headerTimeout + 10)) else {
+            return [Row(probe: "a head that never ends", expected: "closed", got: "no connection", passed: false)]
+        }
+        socket.send(Array("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ".utf8))
+        let (_, closed) = socket.receive()
+        let after = (ContinuousClock.now - start) / .seconds(1)
+        let got = closed ? String(format: "closed after %.1f s", after) : "still open"
+        return [Row(probe: "a head that never ends", expected: String(format: "closed within %.0f s", headerTimeout + 5), got: got, passed: closed && after < headerTimeout + 5)]
+    }
+
+    /// `/healthz` timed while `idleConnections` sockets that send nothing are open.
+    func idleFlood() -> [Row] {
+        var idle: [RawSocket] = []
+        for _ in 0..<idleConnections {
+            // Begun, not awaited: past http.max_connections and the listen
+            // backlog, the kernel holds the rest mid-handshake, as it would an attacker's.
+            guard let socket = try? RawSocket(host: host, port: port, waiting: false) else { break }
+            idle.append(socket)
+        }
+        // The handshakes the backlog takes complete within moments.
+        let settle = ContinuousClock.now + .seconds(2)
+        var established = 0
+        while ContinuousClock.now < settle {
+            let now = RawSocket.established(idle)
+            if now == established && now > 0 { break }
+            established = now
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        var rows: [Row] = []
+        func timed(_ port: Int) -> (Int, Double) {
+            let start = ContinuousClock.now
+            let answer = (try? RawAnswer.exchange(host: host, port: port, "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", timeout: .seconds(30)))
+            return (answer?.status ?? 0, (ContinuousClock.now - start) / .milliseconds(1))
+        }
+        let (main, mainMilliseconds) = timed(port)
+        rows.append(Row(
+            probe: "/healthz on admin.listen with \(idle.count) idle connections (\(established) established)", expected: "(measured)",
+            got: String(format: "%d in %.0f ms", main, mainMilliseconds), passed: true))
+        if let probePort {
+            let (probe, milliseconds) = timed(probePort)
+            rows.append(Row(
+                probe: "/healthz on admin.probe_listen with \(idle.count) idle connections", expected: "200 within 100 ms",
+                got: String(format: "%d in %.0f ms", probe, milliseconds), passed: probe == 200 && milliseconds <= 100))
+        }
+        idle.removeAll()
+        return rows
+    }
+
+    // MARK: Requests
+
+    func send(
+        _ method: String, _ path: String, key: String? = nil, body: String? = nil, contentType: String? = "application/json",
+        hostHeader: String? = nil
+    ) -> RawAnswer {
+        // Without a key, the Host is not loopback: a server bound to loopback
+        // answers keyless reads to its own machine only, and this is not it.
+        let host = hostHeader ?? (key == nil ? "attacker.example" : "localhost")
+        var request = "\(method) \(path) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n"
+        if let key { request += "Authorization: Bearer \(key)\r\n" }
+        if let body {
+            if let contentType { request += "Content-Type: \(contentType)\r\n" }
+            request += "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        } else {
+            request += "\r\n"
+        }
+        return exchange(request)
+    }
+
+    func exchange(_ request: String) -> RawAnswer {
+        (try? RawAnswer.exchange(host: host, port: port, request)) ?? RawAnswer(status: 0, headers: [:], body: "")
+    }
+
+    static func code(_ answer: RawAnswer) -> String {
+        (try? JSONValue.parse(answer.body))?["error"]?.stringValue ?? "-"
+    }
+
+    static func format(_ row: Row) -> String {
+        func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
+        return pad(row.probe, 66) + " " + pad(row.expected, 22) + " " + pad(row.got, 28) + " " + (row.passed ? "ok" : "FAILED")
+    }
+
+    // MARK: Routes
+
+    struct Route {
+        var method: String
+        var path: String
+        var scope: String
+    }
+
+    /// Every operation of the document with the scope it declares.
+    static func routes(_ document: JSONValue) -> [Route] {
+        var routes: [Route] = []
+        for (path, item) in document["paths"]?.objectValue ?? [:] {
+            for (method, operation) in item.objectValue ?? [:] {
+                let scope = operation["security"]?.arrayValue?.first?["bearer"]?.arrayValue?.first?.stringValue ?? "?"
+                routes.append(Route(method: method.uppercased(), path: path, scope: scope))
+            }
+        }
+        return routes.sorted { ($0.path, $0.method) < ($1.path, $1.method) }
+    }
+
+    /// A path template with plain values for its parameters.
+    static func concrete(_ template: String) -> String {
+        template.replacingOccurrences(of: "{activity_id}", with: "attack")
+            .replacingOccurrences(of: "{token}", with: String(repeating: "ab", count: 32))
+            .replacingOccurrences(of: "{id}", with: "0-0")
+    }
+
+    /// 25 spellings of `path` that a prefix check on the raw path would miss.
+    static func spellings(of path: String) -> [String] {
+        let tail = String(path.dropFirst())
+        let rest = tail.split(separator: "/").dropFirst().joined(separator: "/")
+        return [
+            "/" + path, "//" + tail, "///" + tail, path + "/", path + "//", path.replacingOccurrences(of: "/", with: "//"),
+            "/./" + tail, "/%2e/" + tail, "/%2E/" + tail, "/x/../" + tail, "/x/%2e%2e/" + tail, "/v1/./" + rest,
+            path.uppercased(), "/V1/" + rest, path + "/.", path + "/..", "/%2f" + tail, "/%2F" + tail, "/v1%2f" + rest,
+            "/v1\\" + rest, "/%76%31/" + rest, path + "%00", path + "%", "/v1/%zz/" + rest, "http://localhost" + path,
+        ]
+    }
+}

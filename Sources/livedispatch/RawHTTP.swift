@@ -1,0 +1,117 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Bytes to and from a TCP port, exactly as given: requests no HTTP client
+/// would send (any path spelling, any Host, broken framing, a head that
+/// never ends), for `bench http-attack`.
+final class RawSocket {
+    let descriptor: Int32
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Connects to `host:port` (IPv4 or IPv6 literal, or a name getaddrinfo
+    /// resolves). With `waiting` false the connection is only begun (the
+    /// handshake goes on in the kernel), as a flood of idle clients does.
+    init(host: String, port: Int, timeout: Duration = .seconds(10), waiting: Bool = true) throws {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else {
+            throw Failure(description: "cannot resolve \(host)")
+        }
+        defer { freeaddrinfo(list) }
+        let descriptor = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw Failure(description: "no socket (errno \(errno))") }
+        let seconds = timeout.components.seconds
+        var interval = timeval(tv_sec: Int(seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
+        if !waiting { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
+        guard connect(descriptor, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 || (!waiting && errno == EINPROGRESS) else {
+            close(descriptor)
+            throw Failure(description: "cannot connect to \(host):\(port) (errno \(errno))")
+        }
+        self.descriptor = descriptor
+    }
+
+    deinit { close(descriptor) }
+
+    /// How many of `sockets` have completed their handshake now.
+    static func established(_ sockets: [RawSocket]) -> Int {
+        var polled = sockets.map { pollfd(fd: $0.descriptor, events: Int16(POLLOUT), revents: 0) }
+        _ = poll(&polled, nfds_t(polled.count), 0)
+        return polled.filter { $0.revents & Int16(POLLOUT) != 0 && $0.revents & Int16(POLLERR | POLLHUP) == 0 }.count
+    }
+
+    /// Writes all of `bytes`; false once the peer closed.
+    @discardableResult
+    func send(_ bytes: [UInt8]) -> Bool {
+        var sent = 0
+        while sent < bytes.count {
+            let written = bytes[sent...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if written <= 0 { return false }
+            sent += written
+        }
+        return true
+    }
+
+    /// Reads until the peer closes, the receive timeout passes, or `enough` says the bytes so far are a whole answer.
+    func receive(until enough: ([UInt8]) -> Bool = { _ in false }) -> (bytes: [UInt8], closed: Bool) {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count == 0 { return (received, true) }
+            if count < 0 { return (received, errno != EAGAIN && errno != EWOULDBLOCK) }
+            received += buffer[..<count]
+            if enough(received) { return (received, false) }
+        }
+    }
+}
+
+/// One HTTP/1.1 answer as read off a socket.
+struct RawAnswer: Sendable {
+    var status: Int
+    /// Header names lowercased.
+    var headers: [String: String]
+    var body: String
+
+    /// Parses the first answer in `bytes`, or nil when its head is not all there.
+    init?(_ bytes: [UInt8]) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let split = text.range(of: "\r\n\r\n") else { return nil }
+        let lines = text[..<split.lowerBound].split(separator: "\r\n")
+        status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+        headers = [:]
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        body = String(text[split.upperBound...])
+    }
+
+    /// Whether `bytes` hold a whole answer (its head and `Content-Length` bytes of body).
+    static func isComplete(_ bytes: [UInt8]) -> Bool {
+        guard let answer = RawAnswer(bytes) else { return false }
+        guard let length = answer.headers["content-length"].flatMap({ Int($0) }) else { return answer.headers["transfer-encoding"] == nil }
+        return answer.body.utf8.count >= length
+    }
+
+    /// Sends `request` on a new connection and reads its answer (status 0 when none came).
+    static func exchange(host: String, port: Int, _ request: String, timeout: Duration = .seconds(10)) throws -> RawAnswer {
+        let socket = try RawSocket(host: host, port: port, timeout: timeout)
+        socket.send(Array(request.utf8))
+        let (bytes, _) = socket.receive(until: isComplete)
+        return RawAnswer(bytes) ?? RawAnswer(status: 0, headers: [:], body: "")
+    }
+
+    init(status: Int, headers: [String: String], body: String) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
