@@ -51,7 +51,7 @@ final class APNsConnection: Sendable {
         let sniName: String? = isIPAddress(serverName) ? nil : serverName
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.milliseconds(Int64(connectTimeout * 1000)))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: sniName)

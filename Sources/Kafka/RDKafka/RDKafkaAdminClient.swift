@@ -9,13 +9,21 @@ final class RDKafkaAdminClient: Sendable {
         handle = try RDKafkaHandle(kind: .producer, properties: properties, context: RDKafkaClientContext(logger: logger))
     }
 
+    /// `message` with the last connection failure librdkafka logged, which
+    /// says why a request went unanswered (a certificate that did not
+    /// verify, a refused login).
+    private func explained(_ message: String) -> String {
+        guard let failure = handle.context.lastBrokerFailure.withLock({ $0 }) else { return message }
+        return "\(message); the last connection failure: \(failure)"
+    }
+
     /// Partition counts of every topic the cluster reports (blocking).
     func partitionCounts(timeoutMilliseconds: Int32) throws(KafkaError) -> [String: Int] {
         var metadata: UnsafePointer<rd_kafka_metadata>?
         let error = rd_kafka_metadata(handle.pointer, 1, nil, &metadata, timeoutMilliseconds)
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else {
             throw KafkaError(
-                code: .metadata, message: "could not fetch cluster metadata; check bootstrap servers and connectivity",
+                code: .metadata, message: explained("could not fetch cluster metadata; check bootstrap servers and connectivity"),
                 error: error)
         }
         defer { rd_kafka_metadata_destroy(metadata) }
@@ -71,13 +79,13 @@ final class RDKafkaAdminClient: Sendable {
         }
         guard let event = rd_kafka_queue_poll(queue, timeoutMilliseconds + 5000) else {
             throw KafkaError(
-                code: .topicCreation, message: "no answer to the topic creation request in time", isRetryable: true)
+                code: .topicCreation, message: explained("no answer to the topic creation request in time"), isRetryable: true)
         }
         defer { rd_kafka_event_destroy(event) }
         let eventError = rd_kafka_event_error(event)
         if eventError != RD_KAFKA_RESP_ERR_NO_ERROR {
             throw KafkaError(
-                code: .topicCreation, message: "the topic creation request failed", error: eventError,
+                code: .topicCreation, message: explained("the topic creation request failed"), error: eventError,
                 detail: rd_kafka_event_error_string(event).map { String(cString: $0) })
         }
         guard let result = rd_kafka_event_CreateTopics_result(event) else {

@@ -16,6 +16,10 @@ final class RDKafkaClientContext: Sendable {
     let deliveriesResolved: (@Sendable () -> Void)?
     /// Set once by a group consumer, before it subscribes; called on the poll thread.
     let rebalanceHandler = Mutex<RebalanceHandler?>(nil)
+    /// The last connection failure librdkafka logged (facility `FAIL`: a
+    /// refused connection, a TLS handshake or SASL authentication that
+    /// failed), naming the broker; it tells why a request then timed out.
+    let lastBrokerFailure = Mutex<String?>(nil)
 
     init(logger: Logger, deliveriesResolved: (@Sendable () -> Void)? = nil) {
         self.logger = logger
@@ -67,6 +71,9 @@ final class RDKafkaHandle: @unchecked Sendable {
             let context = RDKafkaClientContext.from(opaque)
             let message = text.map { String(cString: $0) } ?? ""
             let facilityName = facility.map { String(cString: $0) } ?? ""
+            if facilityName == "FAIL" {
+                context.lastBrokerFailure.withLock { $0 = RDKafkaHandle.withoutThreadPrefix(message) }
+            }
             let swiftLevel: Logger.Level =
                 switch level {
                 case ...3: .error
@@ -102,6 +109,12 @@ final class RDKafkaHandle: @unchecked Sendable {
             rd_kafka_destroy(handle.pointer)
             withExtendedLifetime(context) {}
         }
+    }
+
+    /// A log line without librdkafka's `[thrd:…]: ` prefix.
+    static func withoutThreadPrefix(_ line: String) -> String {
+        guard line.hasPrefix("[thrd:"), let end = line.range(of: "]: ") else { return line }
+        return String(line[end.upperBound...])
     }
 
     static func string(_ buffer: [CChar]) -> String {

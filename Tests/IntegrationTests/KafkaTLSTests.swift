@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+
+/// The worker against Kafka over TLS (and SASL), as managed Kafka requires:
+/// Tansu behind stunnel with a certificate a CA made in the test signed, the
+/// worker configured as the example overlay configures it
+/// (`LIVEDISPATCH_KAFKA_PROPERTIES_*`).
+@Suite("Kafka over TLS and SASL", .serialized)
+struct KafkaTLSTests {
+    @Test("over TLS with the broker's certificate verified against the CA: the demo's replay is delivered")
+    func replayOverTLS() async throws {
+        let stack = try await TLSBrokerStack()
+        let adminPort = try freePort()
+        let record = stack.directory.appendingPathComponent("tls.jsonl")
+        let examples = TestPaths.repositoryRoot.appendingPathComponent("Config/examples").path
+        let worker = try stack.worker(
+            group: "tls", adminPort: adminPort,
+            properties: ["security.protocol": "SSL", "ssl.ca.location": stack.certificateAuthority.path],
+            record: record, arguments: ["--replay", examples])
+        // The late goal comes near the replay's end: once it is dead-lettered, SIGTERM stops a worker with nothing left to publish.
+        try await waitFor("the late goal's dead letter", timeout: .seconds(90)) {
+            if !worker.isRunning { throw WaitTimeout(what: "a running worker; it exited: \(worker.standardErrorLines.suffix(5))") }
+            return worker.standardOutputLines.contains { $0.contains("dead letter activity-ended") } ? true : nil
+        }
+        let tokens = RealBrokerEndToEndTests.owlTokens + [RealBrokerEndToEndTests.deliveryToken] + RealBrokerEndToEndTests.fanUpdateTokens
+        try await waitFor("the end push to every device", timeout: .seconds(90)) {
+            if !worker.isRunning { throw WaitTimeout(what: "a running worker; it exited: \(worker.standardErrorLines.suffix(5))") }
+            let byToken = RealBrokerStack.pushesByToken(record)
+            return tokens.allSatisfy { byToken[$0]?.last?.event == "end" } ? true : nil
+        }
+        #expect(try await waitUntilReady(port: adminPort, timeout: .seconds(30)).ready == 200)
+        #expect(try await worker.stop() == 0, "\(worker.standardErrorLines.suffix(8))")
+    }
+
+    /// A worker that cannot get through to `stack`'s broker: within seconds
+    /// it logs why, naming the broker; `/readyz` never answers 200 (it answers
+    /// nothing before the worker has started); the worker gives up with
+    /// status 1 and an error that names the broker and the reason again.
+    static func expectRefused(_ worker: BackgroundProcess, stack: TLSBrokerStack, reason: String, adminPort: Int) async throws {
+        let clock = ContinuousClock()
+        let started = clock.now
+        let line = try await waitFor("an error naming \(stack.bootstrap) and \(reason.debugDescription)", timeout: .seconds(20)) {
+            worker.standardErrorLines.first { $0.contains(stack.bootstrap) && $0.contains(reason) }
+        }
+        #expect(clock.now - started < .seconds(5), "the first error came after \(clock.now - started): \(line)")
+        var answers: [Int] = []
+        let status = try await waitFor("the worker to give up", timeout: .seconds(60)) { () -> Int32? in
+            if let ready = try adminGet(port: adminPort, "/readyz") { answers.append(ready.status) }
+            return worker.isRunning ? nil : try await worker.stop()
+        }
+        #expect(!answers.contains(200), "/readyz answered \(answers)")
+        #expect(status == 1)
+        let refusal = try #require(worker.standardErrorLines.first { $0.hasPrefix("error: the worker cannot start") })
+        #expect(refusal.contains(stack.bootstrap) && refusal.contains(reason), "\(refusal)")
+    }
+
+    @Test("a CA that did not sign the broker's certificate: an error naming the broker and the failed verification within seconds, never ready")
+    func wrongCertificateAuthority() async throws {
+        let stack = try await TLSBrokerStack()
+        let adminPort = try freePort()
+        let worker = try stack.worker(
+            group: "tls-wrong-ca", adminPort: adminPort,
+            properties: ["security.protocol": "SSL", "ssl.ca.location": try stack.unrelatedCertificateAuthority().path],
+            record: stack.directory.appendingPathComponent("wrong-ca.jsonl"), createTopics: false)
+        try await Self.expectRefused(worker, stack: stack, reason: "certificate verify failed", adminPort: adminPort)
+    }
+
+    @Test("SASL_SSL with SCRAM-SHA-512 as the example overlay sets it, and a password the broker does not know: an error naming the broker and the failed authentication, the password never printed")
+    func wrongPassword() async throws {
+        let stack = try await TLSBrokerStack(authentication: true)
+        let adminPort = try freePort()
+        let password = "not-the-password-\(UUID().uuidString.prefix(8))"
+        let worker = try stack.worker(
+            group: "sasl-wrong-password", adminPort: adminPort,
+            properties: [
+                "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "livedispatch",
+                "sasl.password": password, "ssl.ca.location": stack.certificateAuthority.path,
+            ],
+            record: stack.directory.appendingPathComponent("sasl.jsonl"), createTopics: false)
+        try await Self.expectRefused(worker, stack: stack, reason: "SASL authentication error", adminPort: adminPort)
+        let printed = worker.standardErrorLines + worker.standardOutputLines
+        #expect(!printed.contains { $0.contains(password) }, "the password was printed")
+    }
+}
