@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LiveDispatchCore
+import Synchronization
 
 /// `livedispatch bench http-attack`: probes a running worker's HTTP server
 /// as an attacker would and prints one row per probe.
@@ -100,11 +101,17 @@ struct BenchHTTPAttackCommand: AsyncParsableCommand {
         record(slowloris())
         record(idleFlood())
 
-        var statuses: [Int: Int] = [:]
-        // The burst, and as many again for what refills meanwhile.
-        for _ in 0..<(2 * rateBurst + 10) where statuses[429] == nil {
-            statuses[send("GET", "/v1/dead-letters?limit=1", key: readKey).status, default: 0] += 1
+        // The burst and what refills meanwhile, 64 requests at a time, until one is refused.
+        let counts = Mutex<[Int: Int]>([:])
+        for _ in 0..<max(4, 4 * rateBurst / 64) where counts.withLock({ $0[429] == nil }) {
+            DispatchQueue.concurrentPerform(iterations: 64) { _ in
+                // A route that reads nothing, so a 429 is the key's limit and not a busy reader.
+                let answer = send("POST", "/v1/rules/explain", key: readKey, body: #"{"topic":"attack","event":{}}"#)
+                let status = answer.status == 429 && Self.code(answer) != "rate-limited" ? -429 : answer.status
+                counts.withLock { $0[status, default: 0] += 1 }
+            }
         }
+        let statuses = counts.withLock { $0 }
         let seen = statuses.sorted { $0.key < $1.key }.map { "\($0.value)×\($0.key)" }.joined(separator: " ")
         row("requests with one key past http.rate_burst \(rateBurst)", expected: "429", got: seen, statuses[429] != nil)
 
