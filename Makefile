@@ -1,7 +1,7 @@
 # LiveDispatch: the two commands are `make run` and `make test`.
 SWIFT ?= swift
 
-.PHONY: bootstrap bootstrap-run bootstrap-test build test check-links check-deploy run release clean openapi fuzz faults
+.PHONY: bootstrap bootstrap-run bootstrap-test build test check-links check-deploy run release image clean openapi fuzz faults
 
 # Everything: what the run needs and what the tests need.
 bootstrap: bootstrap-test
@@ -20,10 +20,13 @@ build: bootstrap-run
 	$(SWIFT) build
 
 # The documentation's relative links first (scripts/check-links), deploy/
-# offline (scripts/check-deploy), then the Swift tests.
+# offline (scripts/check-deploy), the container image as `make image` builds
+# it (tagged livedispatch:test, which the container tests run), then the
+# Swift tests.
 test: bootstrap-test
 	./scripts/check-links
 	./scripts/check-deploy
+	./scripts/image build livedispatch:test
 	$(SWIFT) test --no-parallel
 
 check-links:
@@ -53,6 +56,11 @@ faults: bootstrap-run
 
 release: bootstrap-run
 	$(SWIFT) build -c release
+
+# The container image that ships (deploy/docker/Dockerfile) built with podman:
+# a release binary in the Debian 13 runtime stage (scripts/image; deploy/README.md).
+image: bootstrap-run
+	./scripts/image build
 
 # Regenerates the ingest API's server code from openapi.yaml (committed, so
 # neither builds nor CI run the generator).

