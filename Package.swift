@@ -158,11 +158,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // What the benchmarks and the tests share: waiting with a deadline,
+        // free ports.
+        .target(
+            name: "LiveDispatchTesting",
+            dependencies: ["LiveDispatchCore"],
+            swiftSettings: swiftSettings
+        ),
+
         // The command-line tool.
         .executableTarget(
             name: "livedispatch",
             dependencies: [
                 "LiveDispatchCore",
+                "LiveDispatchTesting",
                 "LiveDispatchRules",
                 "LiveDispatchWorker",
                 "LiveDispatchHTTP",
@@ -199,11 +208,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // What the test targets share: waiting with a deadline, child
-        // processes with their output, free ports, a worker's readiness.
+        // What the test targets share: child processes with their output, a
+        // worker's readiness, and LiveDispatchTesting (waiting, free ports).
         .target(
             name: "TestSupport",
-            dependencies: ["LiveDispatchCore"],
+            dependencies: ["LiveDispatchCore", "LiveDispatchTesting"],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),

@@ -34,6 +34,9 @@ extension APNsConnectionPool {
             /// First reconnect delay in seconds; doubles per failure up to ``backoffCap``.
             public var backoffBase: Double
             public var backoffCap: Double
+            /// The wait before a reconnect: between half and all of
+            /// `min(backoffCap, backoffBase·2^(failures−1))`.
+            public var reconnectBackoff: Backoff { Backoff(base: backoffBase, cap: backoffCap, jitter: .half) }
             /// An idle connection is pinged after this many seconds without traffic.
             public var idlePingInterval: Double
             /// Longest time a request may take from its arrival, queueing included.
@@ -143,7 +146,7 @@ extension APNsConnectionPool {
         /// that left early stay until popped or compacted.
         private var queue = CircularBuffer<RequestID>()
         private var waiting = CircularBuffer<RequestID>()
-        private var deadlines = DeadlineHeap()
+        private var deadlines = DeadlineQueue<RequestID>.ordered
         /// Requests in the queue (at most `maxQueued`, except those put back
         /// at its front).
         public private(set) var queuedCount = 0
@@ -182,8 +185,8 @@ extension APNsConnectionPool {
         public func phase(of request: RequestID) -> RequestPhase? { requests[request]?.phase }
         /// Requests not ended yet.
         public var requestCount: Int { requests.count }
-        /// Entries in the deadline heap, ended requests' included until they are dropped.
-        var deadlineEntries: Int { deadlines.count }
+        /// Entries in the deadline queue, ended requests' included until they are dropped.
+        var deadlineEntries: Int { deadlines.storedEntries }
 
         // MARK: Inputs
 
@@ -366,12 +369,10 @@ extension APNsConnectionPool {
         public mutating func tick(now: Double) -> [Action] {
             var actions: [Action] = []
             var timeout: APNsOutcome?
-            while let earliest = deadlines.earliest, earliest.deadline <= now {
-                _ = deadlines.popEarliest()
-                guard requests[earliest.request] != nil else { continue }
+            for request in deadlines.popDue(now: UnixTime(seconds: now)) where requests[request] != nil {
                 let outcome = timeout ?? timeoutOutcome()
                 timeout = outcome
-                abandon(earliest.request, outcome, now: now, into: &actions)
+                abandon(request, outcome, now: now, into: &actions)
             }
             for id in connections.keys.sorted() {
                 guard let connection = connections[id], connection.state == .ready, connection.streams == 0,
@@ -422,7 +423,7 @@ extension APNsConnectionPool {
                 return
             }
             let deadline = now + configuration.requestTimeout
-            deadlines.insert(id, deadline: deadline)
+            deadlines.schedule(id, at: UnixTime(seconds: deadline))
             if queuedCount == 0, waitingCount == 0, let connection = leastLoadedConnection() {
                 requests[id] = Request(phase: .queued, deadline: deadline)
                 startStream(id, on: connection, now: now, into: &actions)
@@ -540,9 +541,7 @@ extension APNsConnectionPool {
         private mutating func finish(_ request: RequestID, _ action: Action, into actions: inout [Action]) {
             requests[request] = nil
             actions.append(action)
-            if deadlines.count > 2 * requests.count + 64 {
-                deadlines.compact { requests[$0] != nil }
-            }
+            deadlines.cancel(request)
         }
 
         private mutating func compactLines() {
@@ -686,12 +685,9 @@ extension APNsConnectionPool {
             }
         }
 
-        /// Exponential backoff with jitter: base·2^(failures−1), capped, then
-        /// scaled into [½, 1] of that by `jitter`.
+        /// The wait before reconnecting after `failures` failures in a row.
         func backoff(failures: Int, jitter: Double) -> Double {
-            let exponent = max(0, min(failures - 1, 30))
-            let ceiling = min(configuration.backoffCap, configuration.backoffBase * Double(1 << exponent))
-            return ceiling * (0.5 + 0.5 * min(max(jitter, 0), 1))
+            configuration.reconnectBackoff.delay(attempt: failures, draw: jitter)
         }
     }
 }

@@ -1,3 +1,4 @@
+import LiveDispatchCore
 import Synchronization
 
 /// Hands out `apns-id` values: lowercase version-4 UUIDs, unique within the
@@ -22,12 +23,9 @@ public final class APNsIDSequence: Sendable {
         return Self.format(high: prefix.0, low: Self.scramble(count ^ prefix.1))
     }
 
-    /// SplitMix64's finalizer: a bijection on 64-bit values.
+    /// A bijection on 64-bit values: SplitMix64's step and finalizer.
     static func scramble(_ value: UInt64) -> UInt64 {
-        var z = value &+ 0x9E37_79B9_7F4A_7C15
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+        SplitMix64.mix(value &+ SplitMix64.increment)
     }
 
     /// 8-4-4-4-12 lowercase hex of `high` then `low`, with the version

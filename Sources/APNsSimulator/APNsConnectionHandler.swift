@@ -1,3 +1,4 @@
+import LiveDispatchCore
 import Logging
 import NIOCore
 
@@ -19,7 +20,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// Accepted requests whose 200 is delayed, kept to record them when answered.
     private var acceptedRequests: [Int32: (request: ReceivedRequest, recipient: PushRecipient)] = [:]
     private var tokenState = ConnectionTokenState()
-    private var random = FastRandom()
+    private var random = SplitMix64()
     /// The faults in force, read once per batch of bytes rather than per frame.
     private var faults = SimulatorFaults()
     private var connectionID = 0

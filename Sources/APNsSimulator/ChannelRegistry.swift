@@ -34,7 +34,7 @@ public struct ChannelRegistry: Sendable, Hashable {
     }
 
     /// A new channel id as APNs writes them: 16 random bytes in base64.
-    static func newChannelID(using random: inout FastRandom) -> String {
+    static func newChannelID(using random: inout SplitMix64) -> String {
         var bytes: [UInt8] = []
         for _ in 0..<2 {
             let word = random.next()

@@ -1,5 +1,5 @@
-/// Exponential backoff with full jitter, bounded by attempts and elapsed
-/// time (`retry.*`).
+/// How long a push is retried to one token (`retry.*`): bounded by attempts
+/// and elapsed time, with a full-jitter ``Backoff`` between sends.
 public struct RetryPolicy: Sendable, Hashable {
     /// Sends of one push to one token, the first included.
     public var maxAttempts: Int
@@ -17,18 +17,13 @@ public struct RetryPolicy: Sendable, Hashable {
         self.maxDelay = maxDelay
     }
 
-    /// The wait before retry number `attempt` (1 for the first retry):
-    /// uniformly random in [0, min(maxDelay, baseDelay·2^(attempt−1))] —
-    /// "full jitter" — with `jitter` in [0, 1) supplied by the caller.
-    public func delay(attempt: Int, jitter: Double) -> Double {
-        let exponent = Double(min(max(attempt - 1, 0), 52))
-        let ceiling = min(maxDelay, baseDelay * (exponent == 0 ? 1 : pow2(exponent)))
-        return ceiling * min(max(jitter, 0), 1)
-    }
+    /// The backoff between sends of one push to one token: full jitter
+    /// under `min(maxDelay, baseDelay·2^(attempt−1))`.
+    public var backoff: Backoff { Backoff(base: baseDelay, cap: maxDelay, jitter: .full) }
 
-    private func pow2(_ exponent: Double) -> Double {
-        var value = 1.0
-        for _ in 0..<Int(exponent) { value *= 2 }
-        return value
+    /// The wait before retry number `attempt` (1 for the first retry), with
+    /// `jitter` in [0, 1) supplied by the caller (see ``backoff``).
+    public func delay(attempt: Int, jitter: Double) -> Double {
+        backoff.delay(attempt: attempt, draw: jitter)
     }
 }

@@ -1,3 +1,5 @@
+import LiveDispatchCore
+
 /// Mutates corpus inputs without libFuzzer, so that every `make test` feeds
 /// each target a few thousand new inputs on the plain build (no sanitizer,
 /// no coverage feedback: bit flips, byte edits, chunk copies, splices of two
@@ -19,23 +21,14 @@ struct Mutator {
         "\"timestamp\":1e300", "\"activity_id\":\"a\"", "\"content_state\":{}", "\"event\":\"end\"",
     ].map { Array($0.utf8) }
 
-    private var state: UInt64
+    private var random: SplitMix64
 
-    init(seed: UInt64) { state = seed }
+    init(seed: UInt64) { random = SplitMix64(seed: seed) }
 
-    /// SplitMix64.
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    mutating func next() -> UInt64 { random.next() }
 
     /// A number in 0 ..< bound (bound > 0).
-    mutating func below(_ bound: Int) -> Int {
-        Int(truncatingIfNeeded: next() % UInt64(truncatingIfNeeded: max(1, bound)))
-    }
+    mutating func below(_ bound: Int) -> Int { random.below(bound) }
 
     /// One to four edits of `input`; `other` is another corpus input to splice with.
     mutating func mutate(_ input: [UInt8], other: [UInt8]) -> [UInt8] {

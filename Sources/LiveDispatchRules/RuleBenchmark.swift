@@ -49,7 +49,7 @@ public struct RuleBenchmark: Sendable {
             }
             let elapsed = clock.now - start
             let cpu = cpuSeconds() - cpuStart
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let seconds = elapsed.seconds
             results.append(Measurement(name: sample.name, events: events, commands: commands, seconds: max(seconds, 1e-9), cpuSeconds: max(cpu, 1e-9)))
         }
         return results

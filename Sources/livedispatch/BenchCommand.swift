@@ -193,7 +193,7 @@ struct BenchAPNsCommand: AsyncParsableCommand {
                             for outcome in await pool.send(requests) { tally(outcome) }
                         }
                         let elapsed = ContinuousClock.now - begin
-                        latencies.append(elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+                        latencies.append(elapsed.nanoseconds)
                     }
                     if delivered > 0 { outcomes["delivered", default: 0] += delivered }
                     return (latencies, outcomes)
@@ -210,7 +210,7 @@ struct BenchAPNsCommand: AsyncParsableCommand {
         }
         let elapsed = ContinuousClock.now - started
         return Measurement(
-            seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+            seconds: elapsed.seconds,
             latencies: results.0, outcomes: results.1)
     }
 

@@ -6,6 +6,7 @@ import Foundation
 import Kafka
 import LiveDispatchCore
 import LiveDispatchRules
+import LiveDispatchTesting
 import Logging
 #if canImport(Glibc)
 import Glibc
@@ -140,7 +141,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
             for delivery in pending { _ = try await delivery.wait() }
             sent += pending.count
         }
-        try await waitFor("the worker to store \(tokens) tokens (log: \(logPath))", timeout: max(120, Double(tokens) / 2_000)) {
+        try await waitUntil("the worker to store \(tokens) tokens (log: \(logPath))", timeout: .seconds(max(120, Double(tokens) / 2_000)), longestPause: .milliseconds(20)) {
             guard worker.isRunning else { throw BenchError(description: "the worker exited; see \(logPath)") }
             guard let metrics = try? await httpGet(admin + "/metrics").body else { return false }
             guard Self.sample("livedispatch_records_consumed_total", labels: #"topic="tokens""#, in: metrics) >= Double(tokens) else { return false }
@@ -157,7 +158,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         _ = try await producer.send(
             topic: prefix + "commands", key: Array("fanout-warm-up".utf8),
             value: Array(#"{"activity_id":"fanout-warm-up","event":"update","content_state":{"score":0}}"#.utf8))
-        try await waitFor("the warm-up command to be dispatched (log: \(logPath))", timeout: 60) {
+        try await waitUntil("the warm-up command to be dispatched (log: \(logPath))", timeout: .seconds(60), longestPause: .milliseconds(20)) {
             guard let metrics = try? await httpGet(admin + "/metrics").body else { return false }
             return Self.sample("livedispatch_commands_dispatched_total", labels: "", in: metrics) >= 1
         }
@@ -171,7 +172,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
             let value = #"{"activity_id":"\#(activity)","event":"update","content_state":{"score":1}}"#
             _ = try producer.enqueue(topic: prefix + "commands", key: Array(activity.utf8), value: Array(value.utf8))
         }
-        try await waitFor("every token to get the update (log: \(logPath))", timeout: max(120, Double(tokens) / 2_000)) {
+        try await waitUntil("every token to get the update (log: \(logPath))", timeout: .seconds(max(120, Double(tokens) / 2_000)), longestPause: .milliseconds(20)) {
             guard worker.isRunning else { throw BenchError(description: "the worker exited; see \(logPath)") }
             let resident = worker.residentMegabytes()
             residentDuring.withLock { $0 = max($0, resident) }
@@ -190,7 +191,7 @@ struct BenchFanOutCommand: AsyncParsableCommand {
         let untilReady = (ContinuousClock.now - restoreStart).seconds
         // The worker reports ready as its last partition restores, and logs
         // that restore just after: wait for every partition's line.
-        try await waitFor("a `Partition restored` line for each of the \(partitions) partitions", timeout: 30) {
+        try await waitUntil("a `Partition restored` line for each of the \(partitions) partitions", timeout: .seconds(30), longestPause: .milliseconds(20)) {
             Self.restoreReport(log: restartLogPath).partitions >= partitions
         }
         let restored = Self.restoreReport(log: restartLogPath)
@@ -294,41 +295,8 @@ struct BenchFanOutCommand: AsyncParsableCommand {
     }
 }
 
-/// Waits for `condition` every 20 ms until `timeout` seconds have passed.
-func waitFor(_ what: String, timeout: Double, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .milliseconds(Int64(min(max(timeout, 0), 86_400) * 1000))
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    throw BenchError(description: "timed out after \(timeout) s waiting for \(what)")
-}
-
 /// A GET to a worker's HTTP listener: the status and the body.
 func httpGet(_ url: String) async throws -> (status: Int, body: String) {
     let response = try await PlainHTTPClient.send(.GET, url, timeout: .seconds(5))
     return (response.status, response.text)
-}
-
-/// A free TCP port on loopback, as the kernel picks it for a socket bound to port 0.
-func freePort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw BenchError(description: "no socket for a free port") }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-            bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
-        }
-    }
-    guard bound else { throw BenchError(description: "cannot bind a loopback port") }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
-extension Duration {
-    fileprivate var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

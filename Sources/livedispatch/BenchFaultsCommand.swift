@@ -4,6 +4,7 @@ import Foundation
 import Kafka
 import LiveDispatchCore
 import LiveDispatchRules
+import LiveDispatchTesting
 import Logging
 import Synchronization
 
@@ -325,7 +326,7 @@ final class WorkerFleet: Sendable {
         }
         for delivery in pending { _ = try await delivery.wait() }
         let count = Double(pending.count)
-        try await waitFor("the workers to store \(pending.count) tokens (logs in \(directory.path))", timeout: max(120, count / 1_000)) {
+        try await waitUntil("the workers to store \(pending.count) tokens (logs in \(directory.path))", timeout: .seconds(max(120, count / 1_000)), longestPause: .milliseconds(20)) {
             var consumed = 0.0
             for admin in admins {
                 guard let metrics = try? await httpGet(admin + "/metrics").body,
@@ -427,7 +428,7 @@ struct FaultRun {
         func control(_ line: String) async throws {
             let before = kafka.outputLines.count
             kafka.send(line)
-            try await waitFor("the embedded cluster to answer '\(line)'", timeout: 30) { kafka.outputLines.count > before }
+            try await waitUntil("the embedded cluster to answer '\(line)'", timeout: .seconds(30), longestPause: .milliseconds(20)) { kafka.outputLines.count > before }
             guard let answer = kafka.outputLines.last, answer == "ok" else {
                 throw BenchError(description: "the embedded cluster refused '\(line)': \(kafka.outputLines.last ?? "")")
             }
@@ -444,7 +445,7 @@ struct FaultRun {
             try await control("errors offset-commit 16 40")
         case .kill9:
             // Mid fan-out: once the first pushes of the load are in.
-            try await waitFor("the first pushes of the load", timeout: 60) {
+            try await waitUntil("the first pushes of the load", timeout: .seconds(60), longestPause: .milliseconds(20)) {
                 tail.poll()
                 return tail.audit.deliveries >= scenario.activities * scenario.tokensPerActivity / 2
             }
@@ -503,9 +504,6 @@ struct FaultRun {
     }
 }
 
-extension Duration {
-    fileprivate var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
 
 /// The processes of a run: an embedded Kafka cluster (`livedispatch kafka
 /// embedded --control`) with the topics, or a broker given by its bootstrap

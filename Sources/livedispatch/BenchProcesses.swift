@@ -1,4 +1,5 @@
 import Foundation
+import LiveDispatchTesting
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -108,7 +109,7 @@ final class ChildProcess: Sendable {
     /// What follows `prefix` on the first output line that starts with it.
     func waitForLine(prefix: String, timeout: Double) async throws -> String {
         var found: String?
-        try await waitFor("\(prefix) from `livedispatch \(process.arguments?.prefix(2).joined(separator: " ") ?? "")` (log: \(log))", timeout: timeout) {
+        try await waitUntil("\(prefix) from `livedispatch \(process.arguments?.prefix(2).joined(separator: " ") ?? "")` (log: \(log))", timeout: .seconds(timeout), longestPause: .milliseconds(20)) {
             guard process.isRunning else {
                 throw BenchError(description: "`livedispatch \(process.arguments?.prefix(2).joined(separator: " ") ?? "")` exited; see \(log)")
             }
@@ -165,7 +166,7 @@ struct WorkerProcess {
     var isRunning: Bool { child.isRunning }
 
     func waitUntilReady(admin: String, timeout: Double) async throws {
-        try await waitFor("the worker to be ready", timeout: timeout) {
+        try await waitUntil("the worker to be ready", timeout: .seconds(timeout), longestPause: .milliseconds(20)) {
             guard child.isRunning else {
                 throw BenchError(description: "the worker exited with status \(child.process.terminationStatus); see \(child.log)")
             }

@@ -179,7 +179,3 @@ struct WorkerProgress {
 private func emit(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
-
-extension Duration {
-    fileprivate var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

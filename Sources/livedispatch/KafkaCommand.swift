@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Kafka
+import LiveDispatchCore
 import Logging
 import UnixSignals
 
@@ -285,11 +286,5 @@ struct KafkaCommand: AsyncParsableCommand {
         private func format(_ duration: Duration) -> String { format(duration.seconds) }
 
         private func format(_ value: Double) -> String { String(format: "%.3f", value) }
-    }
-}
-
-extension Duration {
-    fileprivate var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

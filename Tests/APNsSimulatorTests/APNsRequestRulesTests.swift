@@ -1,4 +1,5 @@
 import Crypto
+import LiveDispatchCore
 import Testing
 
 @testable import APNsSimulator
@@ -168,10 +169,10 @@ struct APNsRequestRulesTests {
 }
 
 @Suite("Generated apns-ids")
-struct FastRandomTests {
+struct GeneratedIDTests {
     @Test("generated ids are distinct lowercase version-4 UUIDs")
     func uuids() {
-        var random = FastRandom(seed: 42)
+        var random = SplitMix64(seed: 42)
         var seen: Set<String> = []
         for _ in 0..<1000 {
             let id = random.uuid()

@@ -64,7 +64,7 @@ struct PayloadScannerTests {
 
     @Test("agrees with the full parser on 20,000 random mutations of payloads")
     func randomMutations() {
-        var random = FastRandom(seed: 7)
+        var random = SplitMix64(seed: 7)
         let alphabet = Array(#"{}[]:,"\u0aeEt1.-+ nlfrs"#.utf8) + [0x00, 0x1F, 0x7F, 0xC3, 0xA9, 0xFF]
         var disagreements: [String] = []
         for round in 0..<20_000 {

@@ -9,19 +9,6 @@ import Testing
 struct ConnectionPoolRandomizedTests {
     typealias Machine = APNsConnectionPool.StateMachine
 
-    /// A small deterministic generator (SplitMix64), so a failure names its seed.
-    struct Random {
-        var state: UInt64
-        mutating func next(_ bound: Int) -> Int {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            z ^= z >> 31
-            return Int(truncatingIfNeeded: z % UInt64(bound))
-        }
-    }
-
     /// What the test knows from the actions alone.
     struct Ledger {
         var ended: [Int: Int] = [:]
@@ -48,11 +35,11 @@ struct ConnectionPoolRandomizedTests {
 
     @Test(arguments: 0..<100)
     func everyRequestEndsExactlyOnce(seed: Int) {
-        var random = Random(state: UInt64(seed) &* 7919)
+        var random = SplitMix64(seed: UInt64(seed) &* 7919)
         let timeout = 30.0
         var machine = Machine(
             configuration: .init(
-                connections: 1 + random.next(3), maxQueued: 1 + random.next(8), maxResends: random.next(3),
+                connections: 1 + random.below(3), maxQueued: 1 + random.below(8), maxResends: random.below(3),
                 requestTimeout: timeout),
             sign: { issuedAt throws(APNsError) in "jwt-\(Int(issuedAt.seconds))" })
         var ledger = Ledger()
@@ -67,36 +54,36 @@ struct ConnectionPoolRandomizedTests {
         let ends: [Machine.StreamEnd] = [.notSent, .refused, .aboveGoawayLastStream, .reset(errorCode: 2), .incomplete, .connectionLost]
         for step in 0..<400 {
             let connections = machine.connectionIDs
-            let connection = connections.isEmpty ? 0 : connections[random.next(connections.count)]
+            let connection = connections.isEmpty ? 0 : connections[random.below(connections.count)]
             let inFlight = ledger.inFlight.filter { machine.phase(of: $0.key) == .inFlight($0.value) }.keys.sorted()
-            let pick = inFlight.isEmpty ? nil : inFlight[random.next(inFlight.count)]
-            switch random.next(12) {
+            let pick = inFlight.isEmpty ? nil : inFlight[random.below(inFlight.count)]
+            switch random.below(12) {
             case 0, 1, 2:
-                let count = 1 + random.next(4)
+                let count = 1 + random.below(4)
                 ledger.apply(machine.requestsArrived(nextRequest..<(nextRequest + count), now: now))
                 nextRequest += count
             case 3:
                 ledger.apply(machine.connectionEstablished(connection, now: now))
-                ledger.apply(machine.settingsReceived(connection, maxConcurrentStreams: random.next(6), now: now))
+                ledger.apply(machine.settingsReceived(connection, maxConcurrentStreams: random.below(6), now: now))
             case 4, 5:
                 if let pick, let on = ledger.inFlight[pick] {
-                    ledger.apply(machine.responseReceived(pick, on: on, outcome: outcomes[random.next(outcomes.count)], now: now))
+                    ledger.apply(machine.responseReceived(pick, on: on, outcome: outcomes[random.below(outcomes.count)], now: now))
                 }
             case 6:
                 if let pick, let on = ledger.inFlight[pick] {
-                    ledger.apply(machine.streamEnded(pick, on: on, ends[random.next(ends.count)], now: now))
+                    ledger.apply(machine.streamEnded(pick, on: on, ends[random.below(ends.count)], now: now))
                 }
             case 7:
-                let reported = inFlight.filter { ledger.inFlight[$0] == connection && random.next(2) == 0 }
-                    .map { (request: $0, end: ends[random.next(ends.count)]) }
+                let reported = inFlight.filter { ledger.inFlight[$0] == connection && random.below(2) == 0 }
+                    .map { (request: $0, end: ends[random.below(ends.count)]) }
                 ledger.apply(machine.connectionClosed(connection, streams: reported, jitter: 0.5, now: now))
             case 8:
                 ledger.apply(machine.goawayReceived(connection))
                 ledger.apply(machine.reconnectDue(connection))
             case 9:
-                if nextRequest > 0 { ledger.apply(machine.requestCancelled(random.next(nextRequest), now: now)) }
+                if nextRequest > 0 { ledger.apply(machine.requestCancelled(random.below(nextRequest), now: now)) }
             case 10:
-                now += Double(random.next(20))
+                now += Double(random.below(20))
                 ledger.apply(machine.tick(now: now))
             default:
                 ledger.apply(machine.reconnectDue(connection))
@@ -124,22 +111,5 @@ struct ConnectionPoolRandomizedTests {
         #expect(machine.isFinished, "seed \(seed)")
         #expect(machine.requestCount == 0, "seed \(seed)")
         #expect((0..<nextRequest).allSatisfy { ledger.ended[$0] == 1 }, "seed \(seed): a request never ended or ended twice")
-    }
-
-    @Test func theDeadlineHeapYieldsDeadlinesInOrderWhateverTheInsertOrder() {
-        var random = Random(state: 42)
-        var heap = Machine.DeadlineHeap()
-        var expected: [Machine.DeadlineHeap.Entry] = []
-        for request in 0..<2000 {
-            let deadline = Double(random.next(500))
-            heap.insert(request, deadline: deadline)
-            expected.append(.init(deadline: deadline, request: request))
-        }
-        // Drop every third one, as ended requests are dropped.
-        heap.compact { $0 % 3 != 0 }
-        expected.removeAll { $0.request % 3 == 0 }
-        var popped: [Machine.DeadlineHeap.Entry] = []
-        while let entry = heap.popEarliest() { popped.append(entry) }
-        #expect(popped == expected.sorted { ($0.deadline, $0.request) < ($1.deadline, $1.request) })
     }
 }

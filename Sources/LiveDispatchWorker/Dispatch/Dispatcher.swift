@@ -330,7 +330,7 @@ public final class Dispatcher: Service, Sendable {
             } catch {
                 attempt += 1
                 logger.error("Restoring a partition failed; retrying", metadata: ["kafka.partition": "\(number)", "kafka.error": "\(error)", "restore.attempt": "\(attempt)"])
-                try? await Task.sleep(for: .seconds(min(30, 0.5 * Double(1 << min(attempt, 6)))))
+                try? await Task.sleep(for: .seconds(Backoff.partitionRestore.ceiling(attempt: attempt)))
             }
         }
     }
@@ -502,8 +502,4 @@ public final class Dispatcher: Service, Sendable {
         for runner in runners { runner.close() }
         logger.warning("Shutdown timeout reached with work in flight; it is re-delivered to the next owner", metadata: ["shutdown.timeout": "\(configuration.shutdown.timeout)"])
     }
-}
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -261,7 +261,7 @@ final class PartitionRunner: Sendable {
             deliver(.acknowledged(produce.ticket))
             return
         }
-        let delay = min(30, 0.2 * Double(1 << min(attempt, 8)))
+        let delay = Backoff.kafkaWrite.ceiling(attempt: attempt)
         eventLoop.scheduleTask(in: .milliseconds(Int64(exactly: (delay * 1000).rounded()) ?? 30_000)) { [weak self] in
             guard let self, !self.isClosed else { return }
             self.watch(produce, pending: self.services.enqueue(produce, self.number), attempt: attempt)

@@ -201,7 +201,7 @@ public final class Router: Service, Sendable {
             "kafka.topic": "\(output.topic)", "kafka.source": "\(source)", "kafka.error": "\(error)", "kafka.attempt": "\(next)",
         ])
         stage.schedule { [self] in
-            try? await Task.sleep(for: .seconds(min(30, 0.2 * Double(1 << min(next, 8)))))
+            try? await Task.sleep(for: .seconds(Backoff.kafkaWrite.ceiling(attempt: next)))
             if Task.isCancelled { return }
             watch(output, enqueue(output), event: event, attempt: next)
         }

@@ -4,14 +4,15 @@ import Foundation
 import Glibc
 #endif
 
-/// A setup step of a test that could not be done (no free port, a tool missing).
+/// A setup step of a test or a benchmark that could not be done (no free
+/// port, a tool missing).
 public struct TestSetupError: Error, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago, for a process that
-/// must be told its port.
+/// A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick for
+/// a socket bound to port 0), for a process that must be told its port.
 public func freePort() throws -> Int {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { throw TestSetupError("no socket for a free port") }

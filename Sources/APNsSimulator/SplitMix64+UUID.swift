@@ -1,21 +1,6 @@
-/// A SplitMix64 generator: one system-random seed, then no system calls.
-/// For fault draws and generated `apns-id`s, which need spread, not secrecy.
-struct FastRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+import LiveDispatchCore
 
-    init(seed: UInt64 = UInt64.random(in: .min ... .max)) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// A uniform draw in `0..<1`.
-    mutating func unit() -> Double { Double(next() >> 11) * 0x1.0p-53 }
-
+extension SplitMix64 {
     /// A random version-4 UUID in lowercase, as APNs generates `apns-id`s.
     mutating func uuid() -> String {
         var high = next()

@@ -1,0 +1,13 @@
+import LiveDispatchCore
+
+extension Backoff {
+    /// Between writes of one record that Kafka refused for now (router
+    /// outputs, partition snapshots, token changes, dead letters): 0.4 s,
+    /// doubling, at most 30 s. Retries of one partition keep their record
+    /// order, so there is nothing to spread: no jitter.
+    static let kafkaWrite = Backoff(base: 0.4, cap: 30, jitter: .none)
+
+    /// Between attempts to restore a partition from its changelogs: 1 s,
+    /// doubling, at most 30 s, without jitter.
+    static let partitionRestore = Backoff(base: 1, cap: 30, jitter: .none)
+}
