@@ -215,11 +215,25 @@ public struct Coalescer: Sendable {
         } else if let patch = command.contentState {
             entry.state.contentState.applyMergePatch(patch)
         }
-        if let staleDate = command.staleDate { entry.state.staleDate = staleDate }
-        // An end's dismissal date is its own: one set by an earlier update
-        // (where it means nothing) never dismisses the activity.
-        if command.event == .end { entry.state.dismissalDate = command.dismissalDate }
-        if let relevanceScore = command.relevanceScore { entry.state.relevanceScore = relevanceScore }
+        if command.event == .end {
+            // An end carries only what its own command sets: the stale date
+            // and relevance of earlier updates do not apply to the final
+            // state (nor to its push sent again after a restart), and a
+            // dismissal date set by an update (where it means nothing) never
+            // dismisses the activity.
+            entry.state.staleDate = command.staleDate
+            entry.state.relevanceScore = command.relevanceScore
+            entry.state.dismissalDate = command.dismissalDate
+        } else {
+            if let staleDate = command.staleDate {
+                entry.state.staleDate = staleDate
+            } else if let carried = entry.state.staleDate, carried <= now {
+                // A stale date that has passed is not carried into a new
+                // update: it would arrive already stale, expiring at once.
+                entry.state.staleDate = nil
+            }
+            if let relevanceScore = command.relevanceScore { entry.state.relevanceScore = relevanceScore }
+        }
         if let attributesType = command.attributesType { entry.state.attributesType = attributesType }
         if let attributes = command.attributes { entry.state.attributes = attributes }
         if entry.state.app == nil { entry.state.app = command.app }
@@ -360,8 +374,7 @@ public struct Coalescer: Sendable {
         let requested = held.priority ?? configuration.defaultPriority
         let priority = Self.budgeted(requested, event: event, alert: held.alert, state: &state, now: now, configuration: configuration)
         entry.state = state
-        // An end carries only what its own command set: the stale date and
-        // relevance of earlier updates do not apply to the final state.
+        // An end's stale date, relevance and dismissal date are its own command's (``receive``).
         let ending = event == .end
         // Attributes travel with every version (the encoder writes them only
         // for a start), so a token that never got its start can be sent one.
@@ -372,9 +385,9 @@ public struct Coalescer: Sendable {
             contentState: state.contentState,
             timestamp: timestamp,
             priority: priority,
-            staleDate: ending ? command?.staleDate : state.staleDate,
+            staleDate: state.staleDate,
             dismissalDate: ending ? state.dismissalDate : nil,
-            relevanceScore: ending ? command?.relevanceScore : state.relevanceScore,
+            relevanceScore: state.relevanceScore,
             alert: held.alert,
             attributesType: state.attributesType,
             attributes: state.attributes,
