@@ -1,5 +1,5 @@
 /// Decides *what* each activity's devices are sent and *when*: the pure
-/// state machine behind semantics 1–6 of DESIGN.md, one per `commands`
+/// state machine behind "Coalescing" and "Fan-out and ordering" in docs/design.md, one per `commands`
 /// partition.
 ///
 /// - Every command's `content_state` is merged (RFC 7386) into the
