@@ -15,7 +15,10 @@ struct KafkaTLSTests {
         let examples = TestPaths.repositoryRoot.appendingPathComponent("Config/examples").path
         let worker = try stack.worker(
             group: "tls", adminPort: adminPort,
-            properties: ["security.protocol": "SSL", "ssl.ca.location": stack.certificateAuthority.path],
+            environment: [
+                "LIVEDISPATCH_KAFKA_PROPERTIES_SECURITY_PROTOCOL": "SSL",
+                "LIVEDISPATCH_KAFKA_PROPERTIES_SSL_CA_LOCATION": stack.certificateAuthority.path,
+            ],
             record: record, arguments: ["--replay", examples])
         // The late goal comes near the replay's end: once it is dead-lettered, SIGTERM stops a worker with nothing left to publish.
         try await waitFor("the late goal's dead letter", timeout: .seconds(90)) {
@@ -60,22 +63,48 @@ struct KafkaTLSTests {
         let adminPort = try freePort()
         let worker = try stack.worker(
             group: "tls-wrong-ca", adminPort: adminPort,
-            properties: ["security.protocol": "SSL", "ssl.ca.location": try stack.unrelatedCertificateAuthority().path],
+            environment: [
+                "LIVEDISPATCH_KAFKA_PROPERTIES_SECURITY_PROTOCOL": "SSL",
+                "LIVEDISPATCH_KAFKA_PROPERTIES_SSL_CA_LOCATION": try stack.unrelatedCertificateAuthority().path,
+            ],
             record: stack.directory.appendingPathComponent("wrong-ca.jsonl"), createTopics: false)
         try await Self.expectRefused(worker, stack: stack, reason: "certificate verify failed", adminPort: adminPort)
     }
 
-    @Test("SASL_SSL with SCRAM-SHA-512 as the example overlay sets it, and a password the broker does not know: an error naming the broker and the failed authentication, the password never printed")
+    /// The `LIVEDISPATCH_KAFKA_PROPERTIES_*` variables the example overlay's
+    /// Deployment patch sets, by name.
+    static func overlayKafkaProperties() throws -> [String: String] {
+        let patch = try String(
+            contentsOf: TestPaths.repositoryRoot.appendingPathComponent("deploy/kubernetes/overlays/example/deployment-patch.yaml"),
+            encoding: .utf8)
+        var properties: [String: String] = [:]
+        var name: String?
+        for line in patch.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            if line.hasPrefix("- name: ") {
+                name = String(line.dropFirst("- name: ".count))
+            } else if line.hasPrefix("value: "), let current = name, current.hasPrefix("LIVEDISPATCH_KAFKA_PROPERTIES_") {
+                properties[current] = String(line.dropFirst("value: ".count)).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                name = nil
+            }
+        }
+        return properties
+    }
+
+    @Test("SASL_SSL as the example overlay sets it (SCRAM-SHA-512) with a password the broker does not know: an error naming the broker and the failed authentication, the password never printed")
     func wrongPassword() async throws {
+        let overlay = try Self.overlayKafkaProperties()
+        #expect(overlay["LIVEDISPATCH_KAFKA_PROPERTIES_SECURITY_PROTOCOL"] == "SASL_SSL", "\(overlay)")
+        #expect(overlay["LIVEDISPATCH_KAFKA_PROPERTIES_SASL_MECHANISM"] != nil, "\(overlay)")
+        #expect(overlay["LIVEDISPATCH_KAFKA_PROPERTIES_SSL_CA_LOCATION"] != nil, "\(overlay)")
         let stack = try await TLSBrokerStack(authentication: true)
         let adminPort = try freePort()
         let password = "not-the-password-\(UUID().uuidString.prefix(8))"
+        // The CA and the password are the installation's Secret, mounted and passed as the base Deployment does.
+        var environment = overlay
+        environment["LIVEDISPATCH_KAFKA_PROPERTIES_SSL_CA_LOCATION"] = stack.certificateAuthority.path
+        environment["LIVEDISPATCH_KAFKA_PROPERTIES_SASL_PASSWORD"] = password
         let worker = try stack.worker(
-            group: "sasl-wrong-password", adminPort: adminPort,
-            properties: [
-                "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "livedispatch",
-                "sasl.password": password, "ssl.ca.location": stack.certificateAuthority.path,
-            ],
+            group: "sasl-wrong-password", adminPort: adminPort, environment: environment,
             record: stack.directory.appendingPathComponent("sasl.jsonl"), createTopics: false)
         try await Self.expectRefused(worker, stack: stack, reason: "SASL authentication error", adminPort: adminPort)
         let printed = worker.standardErrorLines + worker.standardOutputLines

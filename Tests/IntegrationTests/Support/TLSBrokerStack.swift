@@ -77,13 +77,13 @@ final class TLSBrokerStack: Sendable {
     }
 
     /// A worker started with the shipped configuration, `LIVEDISPATCH_*`
-    /// overrides for this broker and `properties` as
-    /// `LIVEDISPATCH_KAFKA_PROPERTIES_*` (as the example overlay sets them),
-    /// its admin endpoint on `adminPort`; `createTopics` false makes it look
+    /// overrides for this broker and then `environment` (the
+    /// `LIVEDISPATCH_KAFKA_PROPERTIES_*` of an installation), its admin
+    /// endpoint on `adminPort`; `createTopics` false makes it look
     /// the internal topics up instead (a 10 s wait for an unreachable
     /// broker rather than 30 s).
     func worker(
-        group: String, adminPort: Int, properties: [String: String], record: URL, createTopics: Bool = true,
+        group: String, adminPort: Int, environment overrides: [String: String], record: URL, createTopics: Bool = true,
         arguments: [String] = []
     ) throws -> BackgroundProcess {
         var environment = shippedConfigurationOverrides(
@@ -91,9 +91,7 @@ final class TLSBrokerStack: Sendable {
         environment["LD_LIBRARY_PATH"] = libraryPath
         environment["LIVEDISPATCH_KAFKA_CREATE_TOPICS"] = String(createTopics)
         environment["LIVEDISPATCH_RULES_PATH"] = TestPaths.repositoryRoot.appendingPathComponent("Config/rules").path
-        for (name, value) in properties {
-            environment["LIVEDISPATCH_KAFKA_PROPERTIES_" + name.uppercased().replacingOccurrences(of: ".", with: "_")] = value
-        }
+        environment.merge(overrides) { _, new in new }
         let configuration = TestPaths.repositoryRoot.appendingPathComponent("Config/livedispatch.yaml").path
         return try BackgroundProcess(
             ["run", "--config", configuration, "--simulator-record", record.path] + arguments, environment: environment)
