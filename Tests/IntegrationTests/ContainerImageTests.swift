@@ -81,6 +81,25 @@ struct ContainerImageTests {
         #expect(clock.now - stopped < .seconds(12), "drained in \(clock.now - stopped), beyond shutdown.timeout 10s")
     }
 
+    @Test("the image's librdkafka over TLS: the broker's certificate verified against the CA mounted where the Deployment mounts it, the worker joins and is ready")
+    func overTLS() async throws {
+        let stack = try await TLSBrokerStack()
+        let adminPort = try freePort()
+        let caPath = "/var/run/secrets/livedispatch/kafka/ca.crt"
+        var environment = shippedConfigurationOverrides(
+            bootstrap: stack.bootstrap, group: "container-tls", partitions: stack.partitions, adminPort: adminPort)
+        environment["LIVEDISPATCH_KAFKA_PROPERTIES_SECURITY_PROTOCOL"] = "SSL"
+        environment["LIVEDISPATCH_KAFKA_PROPERTIES_SSL_CA_LOCATION"] = caPath
+        let worker = try ContainerImage.run(
+            name: Self.name("tls"), environment: environment, options: ["-v", "\(stack.certificateAuthority.path):\(caPath):ro"])
+        try await waitFor("the container to be ready over TLS", timeout: .seconds(90)) {
+            if !worker.isRunning { throw WaitTimeout(what: "a running container; \(worker.exitDescription)") }
+            return try WorkerReadiness.of(port: adminPort)?.ready == 200 ? true : nil
+        }
+        #expect(!worker.errors.contains { $0.contains("kafka.facility=FAIL") }, "\(worker.errors.filter { $0.contains("FAIL") }.prefix(3))")
+        #expect(try await worker.process.stop(timeout: .seconds(20)) == 0, "\(worker.errors.suffix(8))")
+    }
+
     @Test("two containers of the image, one with every capability dropped, share the partitions of one group")
     func twoContainersShareTheGroup() async throws {
         let stack = try await RealBrokerStack()
