@@ -15,8 +15,9 @@ extension APNsConnectionPool {
     /// that wait in a line and move into the queue in arrival order.
     ///
     /// Each request has a deadline (`requestTimeout` after it arrived) kept
-    /// in a heap; ``tick(now:)`` ends the requests whose deadline passed,
-    /// wherever they are.
+    /// in a ``DeadlineQueue``; ``tick(now:)`` ends the requests whose
+    /// deadline passed, wherever they are, and pings idle connections. The
+    /// owner keeps one timer armed at ``nextDeadline``.
     public struct StateMachine: Sendable {
         public typealias ConnectionID = Int
         public typealias RequestID = Int
@@ -362,6 +363,20 @@ extension APNsConnectionPool {
             var actions: [Action] = []
             abandon(request, Self.retryable(.cancelled), now: now, into: &actions)
             return actions
+        }
+
+        /// When ``tick(now:)`` has something to do: the earliest request
+        /// deadline or idle ping; nil when nothing is ever due. The owner
+        /// keeps one timer armed at it.
+        public var nextDeadline: Double? {
+            mutating get {
+                var next = deadlines.next?.seconds
+                for connection in connections.values where connection.state == .ready && connection.streams == 0 {
+                    let ping = connection.lastActivity + configuration.idlePingInterval
+                    next = min(next ?? ping, ping)
+                }
+                return next
+            }
         }
 
         /// Time passed: requests whose deadline is `now` or earlier fail

@@ -82,7 +82,12 @@ public final class APNsConnectionPool: Sendable {
         var attempts: [Int: Int] = [:]
         var nextAttempt = 0
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
-        var periodicTask: RepeatedTask?
+        /// Refreshes the gauges.
+        var gaugeTask: RepeatedTask?
+        /// The one timer, armed at the machine's ``StateMachine/nextDeadline``.
+        var armed: (at: Double, timer: Scheduled<Void>, number: UInt64)?
+        var timersArmed: UInt64 = 0
+        var isStopped = false
     }
 
     /// The I/O that the machine's actions call for, gathered under the lock
@@ -96,6 +101,8 @@ public final class APNsConnectionPool: Sendable {
         var pings: [APNsConnection] = []
         var closes: [APNsConnection] = []
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
+        /// A timer replaced by an earlier one.
+        var disarmed: Scheduled<Void>?
     }
 
     private let configuration: APNsClientConfiguration
@@ -143,18 +150,15 @@ public final class APNsConnectionPool: Sendable {
         self.state = Mutex(State(machine: machine))
 
         update { $0.machine.start() }
-        // One periodic task hands the machine the time (deadlines, idle
-        // pings) and updates the gauges, so no timer is armed per request.
-        let sweep = max(0.02, min(configuration.requestTimeout / 10, 0.25))
+        // Deadlines and idle pings wake the machine through one timer armed
+        // at its next deadline (see `rearm`), not a timer per request.
+        let refresh = max(0.02, min(configuration.requestTimeout / 10, 0.25))
         let task = eventLoopGroup.any().scheduleRepeatedTask(
-            initialDelay: .milliseconds(Int64(sweep * 1000)), delay: .milliseconds(Int64(sweep * 1000))
+            initialDelay: .milliseconds(Int64(refresh * 1000)), delay: .milliseconds(Int64(refresh * 1000))
         ) { [weak self] _ in
-            guard let self else { return }
-            let now = self.clock.now().seconds
-            self.update { $0.machine.tick(now: now) }
-            self.updateGauges()
+            self?.updateGauges()
         }
-        state.withLock { $0.periodicTask = task }
+        state.withLock { $0.gaugeTask = task }
     }
 
     /// Sends one push and classifies the answer. Waits while the pool is
@@ -233,7 +237,7 @@ public final class APNsConnectionPool: Sendable {
     /// Fails queued requests, lets streams in flight finish, closes every
     /// connection, and returns when they are closed.
     public func shutdown() async {
-        // The periodic task keeps enforcing deadlines until the last stream ends.
+        // The timer keeps enforcing deadlines until the last stream ends.
         update { $0.machine.shutdown() }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let finished = state.withLock { state in
@@ -244,8 +248,11 @@ public final class APNsConnectionPool: Sendable {
             if finished { continuation.resume() }
         }
         state.withLock { state in
-            state.periodicTask?.cancel()
-            state.periodicTask = nil
+            state.gaugeTask?.cancel()
+            state.gaugeTask = nil
+            state.isStopped = true
+            state.armed?.timer.cancel()
+            state.armed = nil
         }
     }
 
@@ -281,53 +288,86 @@ public final class APNsConnectionPool: Sendable {
     private func update(_ input: (inout State) -> [StateMachine.Action]) {
         let effects = state.withLock { state in
             let actions = input(&state)
-            return resolve(actions, state: &state)
+            var effects = resolve(actions, state: &state)
+            effects.disarmed = rearm(&state)
+            return effects
         }
         perform(effects)
     }
 
+    /// Arms the timer at the machine's next deadline when none is armed or
+    /// the next one is earlier than the armed one; returns the timer to
+    /// cancel, if any. A deadline that moved later (its request ended) keeps
+    /// the armed timer: it fires early, finds nothing due and arms the next.
+    private func rearm(_ state: inout State) -> Scheduled<Void>? {
+        guard !state.isStopped, let next = state.machine.nextDeadline else { return nil }
+        if let armed = state.armed, armed.at <= next { return nil }
+        let previous = state.armed?.timer
+        let delay = max(0, next - clock.now().seconds)
+        let nanoseconds = Int64(exactly: (delay * 1e9).rounded(.up)) ?? Int64.max / 2
+        state.timersArmed &+= 1
+        let number = state.timersArmed
+        let timer = eventLoopGroup.any().scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] () -> Void in
+            self?.timerFired(number)
+        }
+        state.armed = (next, timer, number)
+        return previous
+    }
+
+    /// The armed timer is spent once it fired: the re-arm after the tick
+    /// arms the next deadline. A replaced timer that ran anyway leaves the
+    /// armed one alone.
+    private func timerFired(_ number: UInt64) {
+        let now = clock.now().seconds
+        update { state in
+            guard state.armed?.number == number else { return [] }
+            state.armed = nil
+            return state.machine.tick(now: now)
+        }
+    }
+
     private func resolve(_ actions: [StateMachine.Action], state: inout State) -> Effects {
         var effects = Effects()
-        var actions = actions
-        while !actions.isEmpty {
-            var followUp: [StateMachine.Action] = []
-            for action in actions {
-                switch action {
-                case .createConnection(let id):
-                    effects.connects.append(id)
-                case .scheduleReconnect(let id, let delay):
-                    effects.reconnects.append((id, delay))
-                case .execute(let request, let connectionID, let token):
-                    guard let connection = state.connections[connectionID] else {
-                        // The machine counts on a connection the shell lost: it is closed.
-                        followUp += state.machine.connectionClosed(connectionID, jitter: jitter(), now: clock.now().seconds)
-                        continue
-                    }
-                    guard let pending = state.pending[request] else { continue }
-                    let execution = APNsConnection.Execution(requestID: request, request: pending.request, token: token)
-                    if let index = effects.executions.firstIndex(where: { $0.connection === connection }) {
-                        effects.executions[index].executions.append(execution)
-                    } else {
-                        effects.executions.append((connection, [execution]))
-                    }
-                case .cancelStream(let request, let connectionID):
-                    if let connection = state.connections[connectionID] { effects.cancels.append((connection, request)) }
-                case .complete(let request, let outcome):
-                    if let pending = state.pending.removeValue(forKey: request) {
-                        effects.finished.append((pending, outcome, state.answers.removeValue(forKey: request), false))
-                    }
-                case .fail(let request, let outcome):
-                    if let pending = state.pending.removeValue(forKey: request) {
-                        state.answers[request] = nil
-                        effects.finished.append((pending, outcome, nil, true))
-                    }
-                case .ping(let connectionID):
-                    if let connection = state.connections[connectionID] { effects.pings.append(connection) }
-                case .closeConnection(let connectionID):
-                    if let connection = state.connections[connectionID] { effects.closes.append(connection) }
+        for action in actions {
+            switch action {
+            case .createConnection(let id):
+                effects.connects.append(id)
+            case .scheduleReconnect(let id, let delay):
+                effects.reconnects.append((id, delay))
+            case .execute(let request, let connectionID, let token):
+                guard let connection = state.connections[connectionID] else {
+                    // Not expected: a connection joins `connections` with
+                    // `connectionEstablished` and leaves it with
+                    // `connectionClosed`, under the same lock. Should it
+                    // happen, the request ends at its deadline.
+                    logger.error(
+                        "APNs pool has no connection for a request the pool machine placed on it",
+                        metadata: ["apns.connection": "\(connectionID)"])
+                    continue
                 }
+                guard let pending = state.pending[request] else { continue }
+                let execution = APNsConnection.Execution(requestID: request, request: pending.request, token: token)
+                if let index = effects.executions.firstIndex(where: { $0.connection === connection }) {
+                    effects.executions[index].executions.append(execution)
+                } else {
+                    effects.executions.append((connection, [execution]))
+                }
+            case .cancelStream(let request, let connectionID):
+                if let connection = state.connections[connectionID] { effects.cancels.append((connection, request)) }
+            case .complete(let request, let outcome):
+                if let pending = state.pending.removeValue(forKey: request) {
+                    effects.finished.append((pending, outcome, state.answers.removeValue(forKey: request), false))
+                }
+            case .fail(let request, let outcome):
+                if let pending = state.pending.removeValue(forKey: request) {
+                    state.answers[request] = nil
+                    effects.finished.append((pending, outcome, nil, true))
+                }
+            case .ping(let connectionID):
+                if let connection = state.connections[connectionID] { effects.pings.append(connection) }
+            case .closeConnection(let connectionID):
+                if let connection = state.connections[connectionID] { effects.closes.append(connection) }
             }
-            actions = followUp
         }
         if state.machine.isFinished && !state.shutdownWaiters.isEmpty {
             effects.shutdownWaiters = state.shutdownWaiters
@@ -337,6 +377,7 @@ public final class APNsConnectionPool: Sendable {
     }
 
     private func perform(_ effects: Effects) {
+        effects.disarmed?.cancel()
         for (connection, executions) in effects.executions { connection.execute(executions) }
         for (connection, request) in effects.cancels { connection.cancel(requestID: request) }
         for connection in effects.pings {

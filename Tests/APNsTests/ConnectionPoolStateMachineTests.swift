@@ -236,6 +236,41 @@ struct ConnectionPoolStateMachineTests {
         #expect(machine.tick(now: Self.t0 + Self.timeout) == [.fail(1, expected)])
     }
 
+    @Test func theNextDeadlineIsTheEarliestRequestDeadlineOrIdlePing() throws {
+        var machine = machine(idlePingInterval: 600)
+        #expect(machine.nextDeadline == nil)
+        ready(&machine)
+        // An idle ready connection is due a ping 600 s after its last activity.
+        #expect(machine.nextDeadline == Self.t0 + 600)
+        // A stream in flight: no ping; the request's deadline.
+        _ = machine.requestArrived(1, now: Self.t0 + 5)
+        #expect(machine.nextDeadline == Self.t0 + 5 + Self.timeout)
+        // A request queued behind it (one stream until a success) keeps the earlier deadline.
+        _ = machine.requestArrived(2, now: Self.t0 + 10)
+        #expect(machine.nextDeadline == Self.t0 + 5 + Self.timeout)
+        _ = machine.responseReceived(1, on: 0, outcome: .delivered(apnsID: "1"), now: Self.t0 + 11)
+        #expect(machine.nextDeadline == Self.t0 + 10 + Self.timeout)
+        _ = machine.responseReceived(2, on: 0, outcome: .delivered(apnsID: "2"), now: Self.t0 + 12)
+        // Idle again: the ping is next, and a tick at it pings.
+        let next = machine.nextDeadline
+        let ping = try #require(next)
+        #expect(ping > Self.t0 + 600 && ping <= Self.t0 + 612)
+        #expect(machine.tick(now: ping - 0.001) == [])
+        #expect(machine.tick(now: ping) == [.ping(0)])
+        #expect(machine.nextDeadline == ping + 600)
+    }
+
+    @Test func aRequestPastItsDeadlineFailsAtTheTickOfThatDeadline() throws {
+        var machine = machine()
+        ready(&machine)
+        _ = machine.requestArrived(1, now: Self.t0)
+        let next = machine.nextDeadline
+        let deadline = try #require(next)
+        #expect(deadline == Self.t0 + Self.timeout)
+        #expect(machine.tick(now: deadline - 0.001) == [])
+        #expect(machine.tick(now: deadline) == [.cancelStream(1, on: 0), .fail(1, Self.timedOut)])
+    }
+
     @Test func endedRequestsDoNotPileUpInTheDeadlineHeap() {
         var machine = machine(maxQueued: 1000)
         ready(&machine, maxStreams: 1000)
