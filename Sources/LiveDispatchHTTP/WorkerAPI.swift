@@ -44,6 +44,9 @@ struct WorkerAPI: APIProtocol {
     /// The deployment's apps: a request naming another `app` is refused as
     /// the dispatcher would dead-letter it.
     var apps: AppDirectory = .unchecked
+    /// The activity's state when this worker owns its partition: a command's
+    /// payload size is checked merged into it.
+    var currentState: @Sendable (ActivityID) -> ActivityState? = { _ in nil }
 
     /// What became of one request.
     enum Outcome<Accepted: Sendable>: Sendable {
@@ -83,7 +86,7 @@ struct WorkerAPI: APIProtocol {
         case .success(let made): command = made
         case .failure(let error): return .invalid(error)
         }
-        if let refusal = Self.payloadRefusal(command) { return .refused(refusal) }
+        if let refusal = Self.payloadRefusal(command, current: currentState(command.activityID)) { return .refused(refusal) }
         let id = command.id ?? ""
         if let failure = await send(topics.commands, key: command.activityID.rawValue, value: command.json) { return .unavailable(failure) }
         return .accepted(.init(commandId: id, activityId: command.activityID.rawValue, event: .init(rawValue: event.rawValue) ?? .update))
@@ -224,21 +227,29 @@ struct WorkerAPI: APIProtocol {
         return .init(pointer: JSONPointer.make(components), message: error.message)
     }
 
-    /// The 413 for a command whose push alone, applied to an activity
-    /// with no state yet, is over APNs' size limit: the dispatcher would
+    /// The 413 for a command whose push is over APNs' size limit, merged into
+    /// the activity's `current` state when this worker holds it, else
+    /// applied to an activity with no state yet: the dispatcher would
     /// dead-letter it `payload-too-large` where the caller never sees it.
-    /// (An update that fits alone but not merged into a large state is
-    /// still dead-lettered there: the state lives on the partition's owner.)
-    static func payloadRefusal(_ command: ActivityCommand) -> APIError? {
+    /// (An update that fits alone but not merged into a large state another
+    /// worker holds is still dead-lettered there.)
+    static func payloadRefusal(_ command: ActivityCommand, current: ActivityState? = nil) -> APIError? {
         var probe = Coalescer()
         let now = UnixTime(seconds: Date().timeIntervalSince1970)
-        // An activity with an empty state, so that an end has something to end.
-        if command.event != .start { probe.restore(ActivityState(activityID: command.activityID, createdAt: now)) }
-        guard case .reject(.payloadTooLarge, _, let details) = probe.receive(command, offset: 0, recordTime: now, now: now) else { return nil }
+        var offset: Int64 = 0
+        if let current {
+            probe.restore(current)
+            offset = (current.lastOffset ?? -1) &+ 1
+        } else if command.event != .start {
+            // An activity with an empty state, so that an end has something to end.
+            probe.restore(ActivityState(activityID: command.activityID, createdAt: now))
+        }
+        guard case .reject(.payloadTooLarge, _, let details) = probe.receive(command, offset: offset, recordTime: now, now: now) else { return nil }
         let size = details["size"]?.integerValue ?? 0, limit = details["limit"]?.integerValue ?? Int64(APNsPayload.deviceLimit)
+        let merged = current == nil ? "" : " merged into the activity's current state"
         return APIError(
             status: .contentTooLarge, code: "payload-too-large",
-            message: "the push this \(command.event.rawValue) makes is \(size) bytes, over APNs' limit of \(limit) bytes; shrink its content_state, attributes or alert",
+            message: "the push this \(command.event.rawValue) makes\(merged) is \(size) bytes, over APNs' limit of \(limit) bytes; shrink its content_state, attributes or alert",
             problems: [.init(pointer: "/content_state", message: "the push would be \(size) bytes; the limit is \(limit)")])
     }
 

@@ -75,7 +75,8 @@ public struct WorkerHTTPServer: Service {
             produce: { topic, key, value in _ = try await producer.send(topic: topic, key: key, value: value) },
             rules: { [rules = components.rules] in rules.current },
             readTopic: Self.topicReader(client: components.kafka, logger: components.logger),
-            apps: configuration.appDirectory, logger: components.logger, onListening: onListening)
+            apps: configuration.appDirectory, currentState: { dispatcher.activityState($0) }, logger: components.logger,
+            onListening: onListening)
     }
 
     /// A server with its collaborators given as functions.
@@ -86,6 +87,7 @@ public struct WorkerHTTPServer: Service {
         produce: @escaping @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void,
         rules: @escaping @Sendable () -> RuleSet,
         readTopic: @escaping WorkerAPI.ReadTopic, apps: AppDirectory = .unchecked,
+        currentState: @escaping @Sendable (ActivityID) -> ActivityState? = { _ in nil },
         logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
         onProbeListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
@@ -100,7 +102,8 @@ public struct WorkerHTTPServer: Service {
             probe = address
         }
         let api = WorkerAPI(
-            topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps)
+            topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps,
+            currentState: currentState)
         let (router, _) = try Self.router(
             api: api, configuration: configuration, openReads: APIKeyTable.isLoopback(host: host), health: health, exposition: exposition, logger: logger)
 

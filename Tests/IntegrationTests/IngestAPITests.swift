@@ -41,6 +41,22 @@ struct IngestAPITests {
         try JSONValue.parse(answer.body)["problems"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } ?? []
     }
 
+    @Test("an update that fits alone but not merged into the state its owner holds is refused with 413 at once")
+    func oversizedMergedUpdate() async throws {
+        let stack = try await WorkerStack(partitions: 1)
+        let (port, worker) = try await stack.startHTTPWorker(extra: Self.http())
+        let device = String(repeating: "b2", count: 32)
+        #expect(try httpRequest("POST", port: port, "/v1/tokens", headers: Self.bearer, body: #"{"activity_id": "big-http", "token": "\#(device)"}"#).status == 202)
+        let history = String(repeating: "h", count: 3_000)
+        #expect(try httpRequest("POST", port: port, "/v1/activities/big-http/update", headers: Self.bearer, body: #"{"content_state": {"history": "\#(history)"}}"#).status == 202)
+        _ = try await stack.waitWithDiagnostics("the first push to the device", workers: [worker]) { stack.pushesByToken()[device]?.first }
+        let more = #"{"content_state": {"more": "\#(String(repeating: "x", count: 1_500))"}}"#
+        let refused = try httpRequest("POST", port: port, "/v1/activities/big-http/update", headers: Self.bearer, body: more)
+        #expect(refused.status == 413, "\(refused)")
+        #expect(try JSONValue.parse(refused.body)["message"]?.stringValue?.contains("merged into the activity's current state") == true, "\(refused.body)")
+        #expect(try await worker.stop() == 0)
+    }
+
     @Test("a token registered and an update posted over HTTP reach the device as a push; dead letters are listed and replayed; the token is unregistered")
     func updateReachesDevice() async throws {
         let stack = try await WorkerStack(partitions: 2)

@@ -66,6 +66,34 @@ struct HostileRequestTests {
         #expect(server.producedRecords.count == 1)
     }
 
+    @Test("an update that fits alone but not merged into the state this worker holds is refused with 413, naming the merge")
+    func oversizedMergedState() async throws {
+        let match = try ActivityID("m")
+        var held = ActivityState(activityID: match, createdAt: UnixTime(seconds: 1_770_000_000))
+        held.contentState = ["history": .string(String(repeating: "h", count: 3_000))]
+        held.lastOffset = 41
+        let state = held
+        let server = try InProcessServer(currentState: { $0 == match ? state : nil })
+        try await server.application.test(.router) { client in
+            let more = #"{"content_state":{"more":"\#(String(repeating: "x", count: 1_500))"}}"#
+            try await client.execute(uri: "/v1/activities/m/update", method: .post, headers: Self.ingest, body: ByteBuffer(string: more)) { response in
+                #expect(response.status == .contentTooLarge)
+                let answer = try JSONValue.parse(String(buffer: response.body))
+                #expect(answer["message"]?.stringValue?.contains("merged into the activity's current state") == true, "\(answer)")
+            }
+            // The same update for an activity this worker does not hold fits.
+            try await client.execute(uri: "/v1/activities/other/update", method: .post, headers: Self.ingest, body: ByteBuffer(string: more)) { response in
+                #expect(response.status == .accepted)
+            }
+            // Removing the large field fits even merged.
+            let smaller = #"{"content_state":{"history":null,"more":"\#(String(repeating: "x", count: 1_500))"}}"#
+            try await client.execute(uri: "/v1/activities/m/update", method: .post, headers: Self.ingest, body: ByteBuffer(string: smaller)) { response in
+                #expect(response.status == .accepted)
+            }
+        }
+        #expect(server.producedRecords.count == 2)
+    }
+
     @Test("a dead letter cut to fit is not replayed (409 truncated); a whole one is, byte for byte")
     func truncatedDeadLetter() async throws {
         let original = #"{"match_id":"superb-owl-2026","note":"\#(String(repeating: "n", count: 600_000))"}"#

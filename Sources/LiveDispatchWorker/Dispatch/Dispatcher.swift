@@ -139,6 +139,15 @@ public final class Dispatcher: Service, Sendable {
     /// now, `livedispatch_sends_in_flight` to the sends in flight, and the
     /// `process_*` series (CPU, memory, descriptors); called when metrics
     /// are scraped, so the hot path never updates them.
+    /// The state of `activity` held by this worker's partition that owns
+    /// it, or nil when no restored partition of this worker holds it.
+    public func activityState(_ activity: ActivityID) -> ActivityState? {
+        for runner in table.withLock({ Array($0.runners.values) }) {
+            if let state = runner.state(of: activity) { return state }
+        }
+        return nil
+    }
+
     public func recordBacklog() {
         if let statistics = ProcessStatistics.current() { metrics.process(statistics) }
         metrics.backlog(outstandingTotal.load(ordering: .relaxed))

@@ -69,6 +69,13 @@ final class PartitionRunner: Sendable {
     var sendDemand: SendLimitShares.Demand { box.withLock { $0.machine.sendDemand } }
     var sendLimit: Int { box.withLock { $0.machine.sendLimit } }
 
+    /// The activity's state as the machine holds it now; nil while the
+    /// partition restores, once it is closed, or when the activity has none.
+    func state(of activity: ActivityID) -> ActivityState? {
+        guard !isRestoring else { return nil }
+        return box.withLock { $0.closed ? nil : $0.machine.state(of: activity) }
+    }
+
     /// Stops the partition: its timer is cancelled, later inputs are
     /// dropped, and the records it still had in progress leave the worker's
     /// count (under the lock every input's change is counted under, so no

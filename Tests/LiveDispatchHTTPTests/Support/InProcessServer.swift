@@ -43,7 +43,10 @@ final class InProcessServer: Sendable {
         Application(responder: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: Logger(label: "test"))
     }
 
-    init(openReads: Bool = false, http: WorkerConfiguration.HTTP = WorkerConfiguration().http, records: [String: [KafkaRecord]] = [:]) throws {
+    init(
+        openReads: Bool = false, http: WorkerConfiguration.HTTP = WorkerConfiguration().http, records: [String: [KafkaRecord]] = [:],
+        currentState: @escaping @Sendable (ActivityID) -> ActivityState? = { _ in nil }
+    ) throws {
         let recorder = Recorder(records: records)
         self.recorder = recorder
         var configuration = http
@@ -57,7 +60,7 @@ final class InProcessServer: Sendable {
             readTopic: { topic, _, body in
                 recorder.reads.withLock { $0.append(topic) }
                 for record in recorder.records.withLock({ $0[topic] ?? [] }) { body(record) }
-            })
+            }, currentState: currentState)
         let (router, guarded) = try WorkerHTTPServer.router(
             api: api, configuration: configuration, openReads: openReads,
             health: .init(isReady: { true }, status: { "{}" }), exposition: { Array("livedispatch_up 1\n".utf8) },
