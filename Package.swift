@@ -274,6 +274,8 @@ let package = Package(
             name: "LiveDispatchWorkerTests",
             dependencies: [
                 "LiveDispatchWorker", "LiveDispatchCore", "APNs", "APNsSimulator", "Kafka", "TestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

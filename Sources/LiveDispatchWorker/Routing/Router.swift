@@ -3,6 +3,8 @@ import Kafka
 import LiveDispatchCore
 import LiveDispatchRules
 import Logging
+import NIOCore
+import NIOPosix
 import ServiceLifecycle
 import Synchronization
 
@@ -44,6 +46,8 @@ public final class Router: Service, Sendable {
     let topics: [String]
     private let state: Mutex<State>
     private let stage: ConsumerStage
+    /// Outputs that Kafka refused for now, waiting out their backoff.
+    private let retries: RetryTimer
 
     /// - Parameter assigned: called on each assignment of `<group_id>.router`, even an
     ///   empty one: the worker is ready only once both of its groups have assigned it.
@@ -76,11 +80,15 @@ public final class Router: Service, Sendable {
         self.commandsTopic = configuration.topic(.commands)
         self.state = Mutex(State(gate: configuration.backpressureGate))
         self.stage = ConsumerStage(consumer: consumer)
+        self.retries = RetryTimer(eventLoop: MultiThreadedEventLoopGroup.singleton.next())
     }
 
     public func run() async throws {
         var sideTasks: [StageJob] = configuration.rules.reloadInterval > 0 ? [{ await self.reloadLoop() }] : []
         if downstream != nil { sideTasks.append { await self.watchDownstream() } }
+        // Retries go on through the drain and stop with the stage: what
+        // is still refused then stays uncommitted for the next owner.
+        defer { retries.stop() }
         try await stage.run(handle: { self.handle($0) }, sideTasks: sideTasks, drain: { await self.drain() })
     }
 
@@ -149,7 +157,8 @@ public final class Router: Service, Sendable {
 
     /// Follows one output to its acknowledgement without a task: the
     /// delivery report completes the event on librdkafka's delivery thread.
-    /// Only a refusal (rare) takes a task, for the backoff or the dead letter.
+    /// A refusal (rare) waits out its backoff on the one ``RetryTimer``; a
+    /// dead letter takes a task.
     private func watch(_ output: Output, _ pending: Result<KafkaPendingDelivery, KafkaError>, event: RoutedEvent, attempt: Int) {
         switch pending {
         case .success(let delivery):
@@ -200,9 +209,7 @@ public final class Router: Service, Sendable {
         logger.error("Writing a routed record failed; retrying", metadata: [
             "kafka.topic": "\(output.topic)", "kafka.source": "\(source)", "kafka.error": "\(error)", "kafka.attempt": "\(next)",
         ])
-        stage.schedule { [self] in
-            try? await Task.sleep(for: .seconds(Backoff.kafkaWrite.ceiling(attempt: next)))
-            if Task.isCancelled { return }
+        retries.schedule(after: Backoff.kafkaWrite.ceiling(attempt: next)) { [self] in
             watch(output, enqueue(output), event: event, attempt: next)
         }
     }
