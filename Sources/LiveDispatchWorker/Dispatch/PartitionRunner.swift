@@ -52,11 +52,14 @@ final class PartitionRunner: Sendable {
     let nextCommandOffset = Atomic<Int64>(-1)
     private let inbox = Mutex(Inbox())
     private let services: DispatchServices
+    /// Records Kafka refused for now, waiting out their backoff.
+    private let retries: RetryTimer
 
     init(number: Int32, configuration: PartitionDispatcher.Configuration, eventLoop: any EventLoop, services: DispatchServices) {
         self.number = number
         self.eventLoop = eventLoop
         self.services = services
+        self.retries = RetryTimer(eventLoop: eventLoop)
         self.box = Mutex(Box(machine: PartitionDispatcher(partition: number, configuration: configuration)))
     }
 
@@ -76,8 +79,8 @@ final class PartitionRunner: Sendable {
         return box.withLock { $0.closed ? nil : $0.machine.state(of: activity) }
     }
 
-    /// Stops the partition: its timer is cancelled, later inputs are
-    /// dropped, and the records it still had in progress leave the worker's
+    /// Stops the partition: its timers are cancelled, later inputs and
+    /// pending write retries are dropped, and the records it still had in progress leave the worker's
     /// count (under the lock every input's change is counted under, so no
     /// input's change is counted after them).
     func close() {
@@ -89,6 +92,7 @@ final class PartitionRunner: Sendable {
             return (box.armed?.timer, left == 0 ? nil : services.countOutstanding(-left))
         }
         timer?.cancel()
+        retries.stop()
         if let total { services.outstandingMoved(total) }
     }
 
@@ -242,7 +246,7 @@ final class PartitionRunner: Sendable {
     }
 
     /// Waits for Kafka's acknowledgement without a task; a refused record is
-    /// enqueued again after a backoff (on the event loop) until it is taken
+    /// enqueued again after a backoff (on the partition's ``RetryTimer``) until it is taken
     /// or the partition is gone, so no snapshot, token change or dead letter
     /// is skipped.
     private func watch(_ produce: PartitionDispatcher.Produce, pending: Result<KafkaPendingDelivery, KafkaError>, attempt: Int) {
@@ -268,8 +272,7 @@ final class PartitionRunner: Sendable {
             deliver(.acknowledged(produce.ticket))
             return
         }
-        let delay = Backoff.kafkaWrite.ceiling(attempt: attempt)
-        eventLoop.scheduleTask(in: .milliseconds(Int64(exactly: (delay * 1000).rounded()) ?? 30_000)) { [weak self] in
+        retries.schedule(after: Backoff.kafkaWrite.ceiling(attempt: attempt)) { [weak self] in
             guard let self, !self.isClosed else { return }
             self.watch(produce, pending: self.services.enqueue(produce, self.number), attempt: attempt)
         }
