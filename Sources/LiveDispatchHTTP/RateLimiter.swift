@@ -51,11 +51,3 @@ struct RateLimiter: Sendable {
         return seconds < 1 ? 1 : Int(saturating: seconds)
     }
 }
-
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double {
-        let (whole, attoseconds) = components
-        return Double(whole) + Double(attoseconds) * 1e-18
-    }
-}
