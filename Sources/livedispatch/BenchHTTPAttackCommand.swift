@@ -157,16 +157,22 @@ struct BenchHTTPAttackCommand: AsyncParsableCommand {
             let answer = (try? RawAnswer.exchange(host: host, port: port, "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", timeout: .seconds(30)))
             return (answer?.status ?? 0, (ContinuousClock.now - start) / .milliseconds(1))
         }
+        // The probe listener first, while every idle connection is still held:
+        // five probes, as a kubelet sends them one after another, judged by their median.
+        if let probePort {
+            let probes = (0..<5).map { _ in timed(probePort) }
+            let times = probes.map(\.1).sorted()
+            let median = times[times.count / 2]
+            let statuses = Set(probes.map(\.0)).sorted().map(String.init).joined(separator: ",")
+            rows.append(Row(
+                probe: "/healthz on admin.probe_listen with \(idle.count) idle connections", expected: "200, median within 100 ms",
+                got: statuses + String(format: " median %.0f ms (%.0f-%.0f)", median, times[0], times[times.count - 1]),
+                passed: statuses == "200" && median <= 100))
+        }
         let (main, mainMilliseconds) = timed(port)
         rows.append(Row(
             probe: "/healthz on admin.listen with \(idle.count) idle connections (\(established) established)", expected: "(measured)",
             got: String(format: "%d in %.0f ms", main, mainMilliseconds), passed: true))
-        if let probePort {
-            let (probe, milliseconds) = timed(probePort)
-            rows.append(Row(
-                probe: "/healthz on admin.probe_listen with \(idle.count) idle connections", expected: "200 within 100 ms",
-                got: String(format: "%d in %.0f ms", probe, milliseconds), passed: probe == 200 && milliseconds <= 100))
-        }
         idle.removeAll()
         return rows
     }
