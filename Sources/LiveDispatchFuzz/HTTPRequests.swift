@@ -22,7 +22,7 @@ enum HTTPRequests {
         } catch {
             return []
         }
-        defer { _ = try? channel.finish() }
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
         var requests: [(HTTPRequest, [UInt8])] = []
         do {
             try channel.writeInbound(ByteBuffer(bytes: bytes))

@@ -52,7 +52,10 @@ import Synchronization
         let responder = responder
         Task {
             let request = Request(head: head, body: .init(buffer: ByteBuffer(bytes: body)))
-            let context = BasicRequestContext(source: .init(channel: EmbeddedChannel(), logger: Logger(label: "fuzz")))
+            let channel = EmbeddedChannel()
+            // Closed once answered: an open embedded channel keeps its pipeline alive.
+            defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+            let context = BasicRequestContext(source: .init(channel: channel, logger: Logger(label: "fuzz")))
             let code: Int
             do {
                 code = Int(try await responder.respond(to: request, context: context).status.code)
