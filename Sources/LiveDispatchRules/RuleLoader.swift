@@ -298,7 +298,7 @@ struct RuleBuilder {
         var priority: PrioritySpecification?
         if let priorityNode = node["priority"] {
             if case .integer(let value) = priorityNode.json {
-                if value == 5 || value == 10, let checked = try? PushPriority(Int(value)) {
+                if value == 5 || value == 10, let checked = try? PushPriority(Int(value)) { // not from a Double: a JSON integer (Int64)
                     priority = .constant(checked)
                 } else {
                     problem(priorityNode, "priority \(value) is not allowed", expected: "5 or 10")

@@ -64,7 +64,7 @@ public func eventually(timeout: Double = 30, _ condition: () async throws -> Boo
 private func pollPause(_ interval: Duration) async {
     let nanoseconds = interval.nanoseconds
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) { // not from a Double: Int64 nanoseconds
             continuation.resume()
         }
     }

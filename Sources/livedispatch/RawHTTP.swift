@@ -1,4 +1,5 @@
 import Foundation
+import LiveDispatchTesting
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,33 +10,11 @@ import Glibc
 final class RawSocket {
     let descriptor: Int32
 
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
-
     /// Connects to `host:port` (IPv4 or IPv6 literal, or a name getaddrinfo
     /// resolves). With `waiting` false the connection is only begun (the
     /// handshake goes on in the kernel), as a flood of idle clients does.
     init(host: String, port: Int, timeout: Duration = .seconds(10), waiting: Bool = true) throws {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else {
-            throw Failure(description: "cannot resolve \(host)")
-        }
-        defer { freeaddrinfo(list) }
-        let descriptor = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw Failure(description: "no socket (errno \(errno))") }
-        let seconds = timeout.components.seconds
-        var interval = timeval(tv_sec: Int(seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
-        if !waiting { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
-        guard connect(descriptor, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 || (!waiting && errno == EINPROGRESS) else {
-            close(descriptor)
-            throw Failure(description: "cannot connect to \(host):\(port) (errno \(errno))")
-        }
-        self.descriptor = descriptor
+        descriptor = try openTCPSocket(host: host, port: port, timeout: timeout, waiting: waiting)
     }
 
     deinit { close(descriptor) }

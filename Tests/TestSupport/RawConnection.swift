@@ -1,4 +1,5 @@
 import Foundation
+import LiveDispatchTesting
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,21 +11,11 @@ public final class RawConnection {
 
     /// Connects to `host` (an IPv4 or IPv6 literal) at `port`.
     public init(host: String = "127.0.0.1", port: Int) throws {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_flags = AI_NUMERICHOST
-        var list: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, String(port), &hints, &list) == 0, let address = list else {
-            throw WaitTimeout(what: "an address for \(host)")
+        do {
+            descriptor = try openTCPSocket(host: host, port: port)
+        } catch {
+            throw WaitTimeout(what: "a connection to \(host) port \(port): \(error)")
         }
-        defer { freeaddrinfo(list) }
-        let descriptor = socket(address.pointee.ai_family, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw WaitTimeout(what: "a socket (errno \(errno))") }
-        guard connect(descriptor, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 else {
-            close(descriptor)
-            throw WaitTimeout(what: "a connection to \(host) port \(port) (errno \(errno))")
-        }
-        self.descriptor = descriptor
     }
 
     deinit { close(descriptor) }

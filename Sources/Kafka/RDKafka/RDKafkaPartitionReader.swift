@@ -82,7 +82,7 @@ final class RDKafkaPartitionReader: Sendable {
         var caughtUp = false
         var end = high
         let clock = ContinuousClock()
-        let stallLimit = Duration.milliseconds(Int64(timeoutMilliseconds))
+        let stallLimit = Duration.milliseconds(Int64(timeoutMilliseconds)) // not from a Double: an Int32 of milliseconds
         var lastProgress = clock.now
         while !caughtUp {
             if clock.now - lastProgress > stallLimit {
