@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LiveDispatchCore
+import LiveDispatchTesting
 import Synchronization
 
 /// `livedispatch bench http-attack`: probes a running worker's HTTP server
@@ -11,7 +12,7 @@ struct BenchHTTPAttackCommand: AsyncParsableCommand {
         abstract: "Probe a worker's HTTP server as an attacker would; one row per probe, exit 1 when one fails.",
         discussion: """
             Reads the routes from the server's own /v1/openapi.json, then tries every route without a key, \
-            with an unknown key and with a key of each other scope; 25 spellings of each route's path without \
+            with an unknown key and with a key of each other scope; 26 or 27 spellings of each route's path without \
             a key; a keyless read with a rebound Host; bodies without Content-Type, with duplicate keys, \
             with a content state over APNs' size, over http.max_body_bytes, with broken chunked framing; \
             oversized heads; an id carrying a script; a head that never ends (closed after \
@@ -57,7 +58,7 @@ struct BenchHTTPAttackCommand: AsyncParsableCommand {
         let keys = ["ingest": ingestKey, "read": readKey, "admin": adminKey]
 
         for route in routes {
-            let path = Self.concrete(route.path)
+            let path = PathSpellings.concrete(route.path, activity: "attack", deadLetter: "0-0")
             let none = send(route.method, path, body: route.method == "POST" ? "{}" : nil)
             row("\(route.method) \(route.path) without a key", expected: "401", got: "\(none.status)", none.status == 401)
             let unknown = send(route.method, path, key: "not-a-key", body: route.method == "POST" ? "{}" : nil)
@@ -66,7 +67,7 @@ struct BenchHTTPAttackCommand: AsyncParsableCommand {
                 let other = send(route.method, path, key: key, body: route.method == "POST" ? "{}" : nil)
                 row("\(route.method) \(route.path) with a \(scope) key", expected: "403", got: "\(other.status)", other.status == 403)
             }
-            let spellings = Self.spellings(of: path)
+            let spellings = PathSpellings.of(path)
             let answers = spellings.map { send(route.method, $0, body: route.method == "POST" ? "{}" : nil).status }
             let through = zip(spellings, answers).filter { (200..<300).contains($1) || $1 == 500 || $1 == 0 }
             row("\(route.method) \(route.path): \(spellings.count) spellings without a key", expected: "no 2xx/5xx",
@@ -228,24 +229,5 @@ struct BenchHTTPAttackCommand: AsyncParsableCommand {
             }
         }
         return routes.sorted { ($0.path, $0.method) < ($1.path, $1.method) }
-    }
-
-    /// A path template with plain values for its parameters.
-    static func concrete(_ template: String) -> String {
-        template.replacingOccurrences(of: "{activity_id}", with: "attack")
-            .replacingOccurrences(of: "{token}", with: String(repeating: "ab", count: 32))
-            .replacingOccurrences(of: "{id}", with: "0-0")
-    }
-
-    /// 25 spellings of `path` that a prefix check on the raw path would miss.
-    static func spellings(of path: String) -> [String] {
-        let tail = String(path.dropFirst())
-        let rest = tail.split(separator: "/").dropFirst().joined(separator: "/")
-        return [
-            "/" + path, "//" + tail, "///" + tail, path + "/", path + "//", path.replacingOccurrences(of: "/", with: "//"),
-            "/./" + tail, "/%2e/" + tail, "/%2E/" + tail, "/x/../" + tail, "/x/%2e%2e/" + tail, "/v1/./" + rest,
-            path.uppercased(), "/V1/" + rest, path + "/.", path + "/..", "/%2f" + tail, "/%2F" + tail, "/v1%2f" + rest,
-            "/v1\\" + rest, "/%76%31/" + rest, path + "%00", path + "%", "/v1/%zz/" + rest, "http://localhost" + path,
-        ]
     }
 }

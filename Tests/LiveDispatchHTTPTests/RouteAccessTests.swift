@@ -6,6 +6,7 @@ import HummingbirdTesting
 import LiveDispatchCore
 import LiveDispatchWorker
 import NIOCore
+import LiveDispatchTesting
 import Testing
 
 /// Who may call which route, tested against the real router in process:
@@ -44,27 +45,13 @@ struct RouteAccessTests {
         #expect(throws: UndeclaredRouteAccess.self) { try GuardedRouter.declaredScopes(unknown) }
     }
 
-    /// Spellings of `path` a client might try to slip past a prefix check.
-    static func spellings(of path: String) -> [String] {
-        let tail = String(path.dropFirst())
-        let segments = tail.split(separator: "/").map(String.init)
-        let rest = segments.dropFirst().joined(separator: "/")
-        var spellings: [String] = ["/" + path, "//" + tail, "///" + tail, path + "/", path + "//"]
-        spellings += [path.replacingOccurrences(of: "/", with: "//"), "/./" + tail, "/%2e/" + tail, "/%2E/" + tail, "/x/../" + tail]
-        spellings += ["/x/%2e%2e/" + tail, "/v1/./" + rest, path.uppercased(), "/V1/" + rest, path + "/.", path + "/.."]
-        spellings += ["/%2f" + tail, "/%2F" + tail, "/v1%2f" + rest, "\\" + tail, "/v1\\" + rest, "/%76%31/" + rest]
-        spellings += [path + "%00", path + "%", "/v1/%zz/" + rest]
-        if segments.count > 2 { spellings.append("/v1/" + segments[1] + "//" + segments.dropFirst(2).joined(separator: "/")) }
-        return spellings
-    }
-
     @Test("without a key, no spelling of any guarded route answers 2xx or runs its handler")
     func noSpellingSkipsTheKey() async throws {
         let server = try InProcessServer(openReads: false)
         try await server.application.test(.router) { client in
             for route in server.routes where route.access != .open {
                 let path = concretePath(route.path)
-                for spelling in [path] + Self.spellings(of: path) {
+                for spelling in [path] + PathSpellings.of(path) {
                     let body = route.method == .post ? ByteBuffer(string: "{}") : nil
                     let headers: HTTPFields = route.method == .post ? [.contentType: "application/json"] : [:]
                     try await client.execute(uri: spelling, method: route.method, headers: headers, body: body) { response in

@@ -10,6 +10,7 @@ import LiveDispatchWorker
 import Logging
 import ServiceLifecycle
 import Synchronization
+import LiveDispatchTesting
 import TestSupport
 
 /// The worker's real router (``WorkerHTTPServer/router(api:configuration:openReads:health:exposition:logger:clock:)``)
@@ -111,10 +112,7 @@ final class InProcessServer: Sendable {
 
 /// A route's path template with its parameters filled in with plain values.
 func concretePath(_ template: String) -> String {
-    template
-        .replacingOccurrences(of: "{activity_id}", with: "match-1")
-        .replacingOccurrences(of: "{token}", with: String(repeating: "ab", count: 32))
-        .replacingOccurrences(of: "{id}", with: "0-1")
+    PathSpellings.concrete(template, activity: "match-1", deadLetter: "0-1")
 }
 
 /// One answer read off a raw connection.
