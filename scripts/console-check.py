@@ -151,6 +151,10 @@ def main():
             tokens = int(row.locator("td").nth(4).inner_text())
             assert tokens >= 1, f"{activity}: {tokens} tokens listed"
         expect(page.locator("#metric-phase .value")).to_have_text("ready")
+        # The only worker owns every partition; nothing is moving.
+        expect(page.locator("#metric-partitions .value")).not_to_have_text("0")
+        expect(page.locator("#metric-partitions-restoring .value")).to_have_text("0")
+        expect(page.locator("#metric-partitions-releasing .value")).to_have_text("0")
         page.wait_for_function("() => Number(document.querySelector('#metric-delivered .value')?.textContent) > 0")
         shot("console-activities.png")
 

@@ -12,8 +12,21 @@ import Synchronization
 /// committed periodically, on ``commit()``, before a revocation and on close.
 /// Closing (graceful shutdown or ``close()``) commits stored offsets and
 /// leaves the group.
+///
+/// A consumer made with ``init(assigningManually:logger:)`` joins no group:
+/// the application chooses its partitions (``assign(_:)``, ``unassign(_:)``)
+/// and its offsets are committed under its `group.id` as a plain offset store.
 public final class KafkaConsumer: Service, Sendable {
+    /// Called on the poll thread when partitions are revoked, before their
+    /// stored offsets are committed and before they are unassigned: what the
+    /// application finishes for them in the handler is committed, and no other
+    /// member gets them before it returns. It blocks the consumer's polling,
+    /// so it must return within a bound. `lost` is true when the assignment
+    /// was lost (nothing can be committed any more).
+    public typealias RevocationHandler = @Sendable (_ partitions: [TopicPartition], _ lost: Bool) -> Void
+
     private let client: RDKafkaConsumerClient
+    /// The subscription; empty for a consumer that assigns manually.
     private let topics: [String]
     private let logger: Logger
     private let started = Mutex(false)
@@ -24,14 +37,28 @@ public final class KafkaConsumer: Service, Sendable {
     public let events: KafkaConsumerEvents
 
     /// Creates the consumer (no network activity until ``run()``).
-    public init(configuration: KafkaConsumerConfiguration, topics: [String], logger: Logger) throws(KafkaError) {
+    public init(
+        configuration: KafkaConsumerConfiguration, topics: [String], logger: Logger, onRevocation: RevocationHandler? = nil
+    ) throws(KafkaError) {
         guard !topics.isEmpty else {
             throw KafkaError(code: .configuration, message: "a consumer needs at least one topic to subscribe to")
         }
         self.client = try RDKafkaConsumerClient(
             properties: configuration.librdkafkaProperties, bufferCapacity: configuration.eventBufferCapacity,
-            logger: logger)
+            logger: logger, onRevocation: onRevocation)
         self.topics = topics
+        self.logger = logger
+        self.events = KafkaConsumerEvents(buffer: client.buffer)
+    }
+
+    /// Creates a consumer that joins no group and reads the partitions given
+    /// to ``assign(_:)``; `configuration.groupID` names where its offsets are
+    /// committed (a group no member joins). ``events`` carries records only.
+    public init(assigningManually configuration: KafkaConsumerConfiguration, logger: Logger) throws(KafkaError) {
+        self.client = try RDKafkaConsumerClient(
+            properties: configuration.librdkafkaProperties, bufferCapacity: configuration.eventBufferCapacity,
+            logger: logger, onRevocation: nil)
+        self.topics = []
         self.logger = logger
         self.events = KafkaConsumerEvents(buffer: client.buffer)
     }
@@ -40,19 +67,59 @@ public final class KafkaConsumer: Service, Sendable {
     /// ``close()``; then commits stored offsets, leaves the group and ends ``events``.
     /// Throws when subscribing fails or the consumer hits a fatal error.
     public func run() async throws {
+        try markStarted()
+        if !topics.isEmpty {
+            try client.subscribe(topics)
+            logger.info("Kafka consumer subscribed", metadata: ["kafka.topics": "\(topics)"])
+        }
+        try await withGracefulShutdownHandler {
+            try await client.runPollLoop()
+        } onGracefulShutdown: {
+            self.close()
+        }
+    }
+
+    /// Polls until ``close()``, ignoring graceful shutdown: for a consumer
+    /// whose owner closes it when its own shutdown is done.
+    public func runUntilClosed() async throws {
+        try markStarted()
+        if !topics.isEmpty { try client.subscribe(topics) }
+        try await client.runPollLoop()
+    }
+
+    /// Adds `partitions` to a manually assigned consumer's assignment, each
+    /// read from its offset in `offsets` (the next offset to read), or from
+    /// its committed offset (else `auto.offset.reset`) when it has none there.
+    public func assign(_ partitions: [TopicPartition], offsets: [TopicPartition: Int64] = [:]) throws(KafkaError) {
+        guard topics.isEmpty else {
+            throw KafkaError(code: .assignment, message: "a subscribed consumer's partitions are assigned by its group")
+        }
+        try client.incrementalAssign(partitions, offsets: offsets)
+    }
+
+    /// Removes `partitions` from a manually assigned consumer's assignment;
+    /// their records not yet read from ``events`` are dropped.
+    public func unassign(_ partitions: [TopicPartition]) throws(KafkaError) {
+        guard topics.isEmpty else {
+            throw KafkaError(code: .assignment, message: "a subscribed consumer's partitions are revoked by its group")
+        }
+        try client.incrementalUnassign(partitions)
+    }
+
+    /// Commits the stored offsets now and waits for the broker's answer,
+    /// blocking the calling thread: for a ``RevocationHandler``, which runs
+    /// on a poll thread of its own.
+    public func commitBlocking() throws(KafkaError) {
+        try client.commit(nil, asynchronous: false)
+    }
+
+    private func markStarted() throws(KafkaError) {
         let alreadyStarted = started.withLock { started in
             defer { started = true }
             return started
         }
         if alreadyStarted {
             throw KafkaError(code: .closed, message: "a consumer runs once; create a new one to consume again")
-        }
-        try client.subscribe(topics)
-        logger.info("Kafka consumer subscribed", metadata: ["kafka.topics": "\(topics)"])
-        try await withGracefulShutdownHandler {
-            try await client.runPollLoop()
-        } onGracefulShutdown: {
-            self.close()
         }
     }
 

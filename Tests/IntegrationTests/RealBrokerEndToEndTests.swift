@@ -5,7 +5,8 @@ import Testing
 
 /// The worker against a real Kafka-compatible broker, Tansu, rather than
 /// librdkafka's own mock cluster: the demo's replay, a restart that restores
-/// from the compacted topics, and two workers sharing the partitions.
+/// from the compacted topics, two workers sharing the partitions, and a
+/// scale-out that moves some partitions while the others keep pushing.
 @Suite("Against a real broker (Tansu)", .serialized)
 struct RealBrokerEndToEndTests {
     static let owlTokens = [
@@ -125,6 +126,102 @@ struct RealBrokerEndToEndTests {
             let owner = owned[0].contains(partition) ? 0 : 1
             #expect(pushes[owner][token(index, salt: 81)]?.last?.contentState["teamOneScore"] == 1)
             #expect(pushes[1 - owner][token(index, salt: 81)] == nil, "\(match) was pushed by the worker that does not own partition \(partition)")
+        }
+        #expect(try await second.stop() == 0)
+        #expect(try await first.stop() == 0)
+    }
+
+    @Test("a second worker joins under load: the partitions it takes move with no older state after newer, the others never stop pushing")
+    func partitionsMoveWhileOthersPush() async throws {
+        let stack = try await RealBrokerStack()
+        let ports = [try freePort(), try freePort()]
+        let records = [stack.record("first"), stack.record("second")]
+        let first = try await stack.startWorker(
+            configuration: try stack.writeConfiguration(group: "moving", adminPort: ports[0]), record: records[0], restoring: stack.partitions)
+        let matches = (0..<12).map { "tansu-move-\($0)" }
+        for (index, match) in matches.enumerated() { try stack.register(token(index, salt: 91), for: "match-\(match)") }
+        try stack.produce("sports.scores", matches.map { ($0, goal($0, home: 1, away: 0)) })
+        _ = try await waitFor("the first push to every match", timeout: .seconds(40)) { () -> Bool? in
+            let pushes = RealBrokerStack.pushesByToken(records[0])
+            return matches.indices.allSatisfy { pushes[token($0, salt: 91)]?.isEmpty == false } ? true : nil
+        }
+
+        // Goals keep coming for every match while the second worker joins;
+        // the first worker's share is sampled all along.
+        let load = Task {
+            var score = 2
+            while !Task.isCancelled, score < 400 {
+                try stack.produce("sports.scores", matches.map { ($0, goal($0, home: score, away: 0)) })
+                score += 1
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            return score
+        }
+        let samples = Task {
+            var samples: [(owned: Set<Int>, held: Set<Int>)] = []
+            while !Task.isCancelled {
+                if let answer = try? adminGet(port: ports[0], "/status"), let json = try? JSONValue.parse(answer.body) {
+                    func numbers(_ key: String) -> Set<Int> { Set(json[key]?.arrayValue?.compactMap { $0.integerValue.map(Int.init) } ?? []) }
+                    samples.append((numbers("owned"), numbers("partitions")))
+                }
+                try? await Task.sleep(for: .milliseconds(25))
+            }
+            return samples
+        }
+        let joined = Date().timeIntervalSince1970
+        let second = try await stack.startWorker(
+            configuration: try stack.writeConfiguration(group: "moving", adminPort: ports[1]), record: records[1], restoring: 1)
+        let shares = try await waitFor("both workers ready with disjoint shares of every partition", timeout: .seconds(60)) { () -> [Set<Int>]? in
+            let shares = try ports.map { port in try WorkerReadiness.of(port: port).flatMap { $0.phase == "ready" ? Set($0.partitions) : nil } }
+            guard let one = shares[0], let two = shares[1], !one.isEmpty, !two.isEmpty, one.isDisjoint(with: two),
+                  one.union(two) == Set(0..<stack.partitions) else { return nil }
+            return [one, two]
+        }
+        // A while of pushing under the new shares, then the last goal.
+        let settled = Date().timeIntervalSince1970
+        try await waitFor("the load to run on after the move", timeout: .seconds(30)) { () -> Bool? in
+            Date().timeIntervalSince1970 > settled + 1.5 ? true : nil
+        }
+        load.cancel()
+        let last = (try? await load.value) ?? 400
+        try stack.produce("sports.scores", matches.map { ($0, goal($0, home: last + 1, away: 0)) })
+        let final = try await waitFor("every match's device to reach the last goal", timeout: .seconds(40)) { () -> [[String: [RecordedLine]]]? in
+            let pushes = records.map(RealBrokerStack.pushesByToken)
+            let done = matches.indices.allSatisfy { index in
+                let all = (pushes[0][token(index, salt: 91)] ?? []) + (pushes[1][token(index, salt: 91)] ?? [])
+                return all.map { $0.value["received_at"]?.numberValue ?? 0 }.max().flatMap { latest in
+                    all.first { $0.value["received_at"]?.numberValue == latest }
+                }?.contentState["teamOneScore"]?.integerValue == Int64(last + 1)
+            }
+            return done ? pushes : nil
+        }
+        samples.cancel()
+        let sampled = await samples.value
+
+        // The partitions the first worker kept never left its hands: owned at
+        // every sample from the second worker's start on.
+        let kept = shares[0]
+        #expect(!sampled.isEmpty)
+        for sample in sampled {
+            #expect(kept.isSubset(of: sample.owned), "a kept partition was not owned by the first worker: \(sample.owned.sorted()) of \(sample.held.sorted())")
+        }
+        for (index, match) in matches.enumerated() {
+            let partition = Int(Murmur2Partitioner.partition(forKey: "match-\(match)", partitionCount: stack.partitions))
+            let pushes = ((final[0][token(index, salt: 91)] ?? []) + (final[1][token(index, salt: 91)] ?? []))
+                .sorted { ($0.value["received_at"]?.numberValue ?? 0) < ($1.value["received_at"]?.numberValue ?? 0) }
+            let scores = pushes.compactMap { $0.contentState["teamOneScore"]?.integerValue }
+            // Never an older score after a newer one, across both workers.
+            #expect(scores == scores.sorted(), "\(match) (partition \(partition)): \(scores)")
+            if kept.contains(partition) {
+                // Pushed on through the join: no silence longer than the
+                // window and a restore would make.
+                let times = pushes.compactMap { $0.value["received_at"]?.numberValue }.filter { $0 >= joined && $0 <= settled }
+                let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
+                #expect((gaps.max() ?? 0) < 1.5, "\(match) on kept partition \(partition) went \(gaps.max() ?? 0) s without a push")
+                #expect(final[1][token(index, salt: 91)] == nil, "\(match) on kept partition \(partition) was pushed by the second worker")
+            } else {
+                #expect(final[1][token(index, salt: 91)]?.isEmpty == false, "\(match) on moved partition \(partition) was never pushed by its new owner")
+            }
         }
         #expect(try await second.stop() == 0)
         #expect(try await first.stop() == 0)

@@ -14,6 +14,7 @@ final class RDKafkaConsumerClient: Sendable {
     let buffer: BoundedEventBuffer<KafkaConsumerEvent>
     let assignment = Mutex(KafkaConsumer.AssignmentState())
     private let logger: Logger
+    private let onRevocation: KafkaConsumer.RevocationHandler?
     private let closeRequested = Atomic<Bool>(false)
     private let pollState = PollThreadState()
     /// A fatal error that ended the poll loop.
@@ -32,9 +33,12 @@ final class RDKafkaConsumerClient: Sendable {
         var revokedDuringBatch: Set<TopicPartition> = []
     }
 
-    init(properties: [String: String], bufferCapacity: Int, logger: Logger) throws(KafkaError) {
+    init(
+        properties: [String: String], bufferCapacity: Int, logger: Logger, onRevocation: KafkaConsumer.RevocationHandler?
+    ) throws(KafkaError) {
         let context = RDKafkaClientContext(logger: logger)
         self.logger = logger
+        self.onRevocation = onRevocation
         self.buffer = BoundedEventBuffer(capacity: bufferCapacity)
         self.handle = try RDKafkaHandle(kind: .consumer, properties: properties, context: context) { configuration in
             rd_kafka_conf_set_rebalance_cb(configuration) { handle, error, partitions, opaque in
@@ -241,6 +245,8 @@ final class RDKafkaConsumerClient: Sendable {
                 pollState.pending.removeAll(where: belongsToRevoked)
                 pollState.revokedDuringBatch.formUnion(revokedSet)
                 buffer.removeAll(where: belongsToRevoked)
+                // The application lets go (and stores what it finished) before the commit.
+                onRevocation?(revoked, lost)
                 if commitFirst { commitStoredOffsets(reason: "revoke") }
                 pollState.pending.append(.revoked(revoked, lost: lost))
             }
@@ -354,6 +360,43 @@ final class RDKafkaConsumerClient: Sendable {
         }
         if error != RD_KAFKA_RESP_ERR_NO_ERROR, error != RD_KAFKA_RESP_ERR__NO_OFFSET {
             throw KafkaError(code: .commit, message: "could not commit offsets", error: error)
+        }
+    }
+
+    /// Adds partitions to the assignment of a consumer that assigns manually.
+    func incrementalAssign(_ partitions: [TopicPartition], offsets: [TopicPartition: Int64]) throws(KafkaError) {
+        let added = assignment.withLock { state in
+            let new = Set(partitions).subtracting(state.assigned).sorted()
+            _ = state.assigned(new)
+            return new
+        }
+        guard !added.isEmpty else { return }
+        // RD_KAFKA_OFFSET_STORED (-1000): the committed offset, else auto.offset.reset.
+        let starts = added.map { offsets[$0] ?? -1000 }
+        let failure = try RDKafkaPartitionList.with(added, offsets: starts) { list in rd_kafka_incremental_assign(handle.pointer, list) }
+        if let failure {
+            _ = assignment.withLock { $0.revoked(added, lost: true) }
+            throw KafkaError(code: .assignment, message: "could not assign \(added)", consuming: failure)
+        }
+    }
+
+    /// Removes partitions from the assignment of a consumer that assigns
+    /// manually; records of theirs still buffered are dropped.
+    func incrementalUnassign(_ partitions: [TopicPartition]) throws(KafkaError) {
+        let removed = assignment.withLock { state in
+            let assigned = partitions.filter(state.assigned.contains)
+            _ = state.revoked(assigned, lost: false)
+            return assigned
+        }
+        guard !removed.isEmpty else { return }
+        let failure = try RDKafkaPartitionList.with(removed) { list in rd_kafka_incremental_unassign(handle.pointer, list) }
+        let gone = Set(removed)
+        buffer.removeAll { event in
+            if case .record(let record) = event { return gone.contains(record.topicPartition) }
+            return false
+        }
+        if let failure {
+            throw KafkaError(code: .assignment, message: "could not unassign \(removed)", consuming: failure)
         }
     }
 

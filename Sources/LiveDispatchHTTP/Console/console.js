@@ -369,7 +369,9 @@ async function loadMetrics() {
     const delivered = sumSeries(text, "livedispatch_pushes_total", 'outcome="delivered"');
     const figures = [
       ["phase", status.phase, "metric-phase"],
-      ["partitions", (status.partitions || []).length, "metric-partitions"],
+      ["partitions owned", (status.owned || []).length, "metric-partitions"],
+      ["partitions moving in", (status.restoring || []).length, "metric-partitions-restoring"],
+      ["partitions moving out", (status.releasing || []).length, "metric-partitions-releasing"],
       ["in progress", status.in_progress, "metric-in-progress"],
       ["pushes delivered", delivered, "metric-delivered"],
       ["pushes not delivered", pushes === null ? null : pushes - (delivered || 0), "metric-failed"],

@@ -195,6 +195,7 @@ struct ConfigurationKey: Sendable {
         .integer("http.rate_burst", 1...1_000_000, \.http.rateBurst),
         ConfigurationKey(path: "http.api_keys", kind: .apiKeys) { if case .apiKeys(let v) = $1 { $0.http.apiKeys = v } },
         .duration("shutdown.timeout", \.shutdown.timeout),
+        .duration("shutdown.release_timeout", \.shutdown.releaseTimeout),
     ]
 
     static let byPath: [String: ConfigurationKey] = Dictionary(uniqueKeysWithValues: all.map { ($0.path, $0) })

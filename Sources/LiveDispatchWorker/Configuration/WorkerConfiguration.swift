@@ -164,6 +164,10 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public struct Shutdown: Sendable, Hashable {
         /// Longest a graceful shutdown may take before in-flight work is handed back.
         public var timeout: Double = 30
+        /// Longest a revoked partition (a scale event, or this worker
+        /// leaving) waits for its sends and writes under way before it is
+        /// released; what they had not finished is redone by the next owner.
+        public var releaseTimeout: Double = 2
     }
 
     public var kafka = Kafka()

@@ -8,16 +8,23 @@ import NIOPosix
 import ServiceLifecycle
 import Synchronization
 
-/// The dispatcher stage: consumes the co-partitioned `commands`, `tokens`
-/// and `starts` topics in the worker group and, for each assigned partition number,
-/// restores its `state` and `token-store` changelogs, then runs a
-/// ``PartitionDispatcher`` over its records through a ``PartitionRunner``,
-/// sending pushes through the APNs pools and writing snapshots, token
-/// changes and dead letters.
+/// The dispatcher stage: the worker group assigns it partitions of
+/// `commands`; for each one it follows the same partition of `tokens` and
+/// `starts` (co-partitioned: an activity's commands, tokens and starts meet
+/// in one place), restores its `state` and `token-store` changelogs, then
+/// runs a ``PartitionDispatcher`` over its records through a
+/// ``PartitionRunner``, sending pushes through the APNs pools and writing
+/// snapshots, token changes and dead letters.
 ///
-/// The `range` assignor keeps partition N of `commands` and of `tokens` with
-/// the same member, which is what makes an activity's tokens and commands
-/// meet in one place.
+/// The group rebalances cooperatively: a scale event revokes only the
+/// partitions that move, and the others keep pushing through it. The
+/// co-partitions are read by a second consumer that joins no group and
+/// assigns them itself; its offsets are committed under
+/// `<group_id>.copartitions`, where the next owner finds them.
+/// ``PartitionOwnership`` decides each partition's moves; a revoked
+/// partition is released (sends and writes under way awaited, offsets
+/// committed) before the revocation returns, so its next owner never pushes
+/// while it still does.
 ///
 /// Each partition has its own lock and its own timer; the only state shared
 /// across partitions is the table of runners (looked up per record) and the
@@ -50,7 +57,10 @@ public final class Dispatcher: Service, Sendable {
     }
 
     let configuration: WorkerConfiguration
+    /// The group member: `commands`.
     let consumer: KafkaConsumer
+    /// The co-partitions (`tokens`, `starts`) of the partitions the group assigned.
+    let follower: KafkaConsumer
     let producer: KafkaProducer
     let reader: KafkaPartitionReader
     let sender: PushSender
@@ -61,6 +71,11 @@ public final class Dispatcher: Service, Sendable {
     let observer: Observer?
     private let clock: @Sendable () -> UnixTime
     private let table = Mutex(Table())
+    private let ownership: Mutex<PartitionOwnership>
+    /// The partition numbers whose co-partitions the follower reads; taken
+    /// while assigning or unassigning them, so a release and a late
+    /// assignment of the same partition never interleave.
+    private let followed = Mutex<Set<Int32>>([])
     private let gate: Mutex<BackpressureGate>
     private let outstandingTotal = Atomic<Int>(0)
     private let backlogNow = Atomic<Int>(0)
@@ -79,14 +94,19 @@ public final class Dispatcher: Service, Sendable {
     ) throws(KafkaError) {
         self.configuration = configuration
         var consumerConfiguration = KafkaConsumerConfiguration(client: client, groupID: configuration.kafka.groupID)
-        consumerConfiguration.assignmentStrategy = .range
+        consumerConfiguration.assignmentStrategy = .cooperativeSticky
         consumerConfiguration.autoCommitInterval = .seconds(1)
-        consumerConfiguration.groupInstanceID = configuration.kafka.instanceID.isEmpty ? nil : configuration.kafka.instanceID
         consumerConfiguration.offsetReset = .earliest
         consumerConfiguration.client.properties = WorkerConfiguration.lowLatencyConsumerProperties.merging(client.properties) { _, given in given }
+        var followerConfiguration = consumerConfiguration
+        followerConfiguration.groupID = Self.followerGroup(configuration.kafka.groupID)
+        consumerConfiguration.groupInstanceID = configuration.kafka.instanceID.isEmpty ? nil : configuration.kafka.instanceID
+        let revocations = RevocationRelay()
         self.consumer = try KafkaConsumer(
-            configuration: consumerConfiguration,
-            topics: [configuration.topic(.commands), configuration.topic(.tokens), configuration.topic(.starts)], logger: logger)
+            configuration: consumerConfiguration, topics: [configuration.topic(.commands)], logger: logger,
+            onRevocation: { partitions, lost in revocations.handler.withLock { $0 }?(partitions, lost) })
+        self.follower = try KafkaConsumer(assigningManually: followerConfiguration, logger: logger)
+        self.ownership = Mutex(PartitionOwnership(configuration: .init(releaseTimeout: configuration.shutdown.releaseTimeout)))
         self.producer = producer
         self.reader = KafkaPartitionReader(configuration: client, logger: logger)
         self.sender = sender
@@ -98,7 +118,11 @@ public final class Dispatcher: Service, Sendable {
         self.gate = Mutex(configuration.backpressureGate)
         self.eventLoops = eventLoopGroup
         self.stage = ConsumerStage(consumer: consumer)
+        revocations.handler.withLock { $0 = { [weak self] partitions, lost in self?.revoking(partitions, lost: lost) } }
     }
+
+    /// Where the follower's offsets are committed: a group no member joins.
+    static func followerGroup(_ groupID: String) -> String { groupID + ".copartitions" }
 
     /// Where the stage stands.
     public var phase: Phase {
@@ -129,10 +153,24 @@ public final class Dispatcher: Service, Sendable {
         table.withLock { Array($0.runners.values) }.allSatisfy(\.isIdle)
     }
 
-    /// Partitions owned and the records in progress, for the admin endpoint.
-    public var status: (partitions: [Int32], outstanding: Int, paused: Bool) {
-        let partitions = table.withLock { $0.runners.keys.sorted() }
-        return (partitions, outstandingTotal.load(ordering: .relaxed), gate.withLock { $0.isPaused })
+    /// Where the partitions of this worker stand, the records in progress
+    /// and whether back-pressure holds them, for the admin endpoint.
+    public struct Status: Sendable {
+        /// Every partition this worker holds, in any phase.
+        public var partitions: [Int32]
+        public var restoring: [Int32]
+        public var owned: [Int32]
+        public var releasing: [Int32]
+        public var outstanding: Int
+        public var paused: Bool
+    }
+
+    public var status: Status {
+        let ownership = ownership.withLock { $0 }
+        return Status(
+            partitions: ownership.held, restoring: ownership.partitions(in: .restoring), owned: ownership.partitions(in: .owned),
+            releasing: ownership.partitions(in: .releasing), outstanding: outstandingTotal.load(ordering: .relaxed),
+            paused: gate.withLock { $0.isPaused })
     }
 
     /// Sets `livedispatch_records_in_progress` to the records in progress
@@ -164,7 +202,22 @@ public final class Dispatcher: Service, Sendable {
             measureBacklog()
         }
         defer { sharing.cancel() }
-        try await stage.run(handle: { self.handle($0) }, drain: { await self.drain() })
+        let follower = self.follower
+        try await stage.run(
+            handle: { self.handle($0) },
+            sideTasks: [{
+                await withDiscardingTaskGroup { group in
+                    group.addTask {
+                        await withTaskCancellationHandler {
+                            do { try await follower.runUntilClosed() } catch { self.logger.error("The co-partition consumer stopped", metadata: ["kafka.error": "\(error)"]) }
+                        } onCancel: {
+                            follower.close()
+                        }
+                    }
+                    for await event in follower.events { self.handle(event) }
+                }
+            }],
+            drain: { await self.drain() })
     }
 
     private func runner(_ number: Int32) -> PartitionRunner? {
@@ -177,20 +230,13 @@ public final class Dispatcher: Service, Sendable {
         switch event {
         case .assigned(let partitions):
             table.withLock { $0.joined = true }
-            let numbers = Set(partitions.filter { $0.topic == configuration.topic(.commands) }.map(\.partition))
-            for number in numbers.sorted() { assign(number) }
+            let numbers = partitions.filter { $0.topic == configuration.topic(.commands) }.map(\.partition)
+            perform(ownership.withLock { $0.assigned(numbers, now: clock()) })
             shareSendLimit()
         case .revoked(let partitions, let lost):
-            let numbers = Set(partitions.map(\.partition))
-            // The range assignor revokes everything when a rebalance starts: until
-            // the next assignment the worker does not know its share (joining).
-            let removed = table.withLock { table in
-                table.joined = false
-                return numbers.compactMap { table.runners.removeValue(forKey: $0) }
-            }
-            // Each takes its records in progress out of the count.
-            for runner in removed { runner.close() }
-            logger.info("Partitions revoked", metadata: ["kafka.partitions": "\(numbers.sorted())", "kafka.lost": "\(lost)"])
+            // Released already, by the revocation handler.
+            if lost { table.withLock { $0.joined = false } }
+            logger.info("Partitions revoked", metadata: ["kafka.partitions": "\(partitions.map(\.partition).sorted())", "kafka.lost": "\(lost)"])
             reportPartitions()
         case .record(let record):
             let topic: InternalTopic = switch record.topic {
@@ -214,7 +260,96 @@ public final class Dispatcher: Service, Sendable {
         }
     }
 
-    private func assign(_ number: Int32) {
+    // MARK: Moves
+
+    private func perform(_ actions: [PartitionOwnership.Action]) {
+        for action in actions {
+            switch action {
+            case .take(let number):
+                take(number)
+            case .resume(let number):
+                resumeRestored(number)
+            case .quiesce(let number):
+                runner(number)?.quiesce()
+            case .release(let number, let commit):
+                release(number, commit: commit)
+            case .observe(let observation):
+                metrics.handover(observation)
+                switch observation {
+                case .takenOver(let number, let seconds):
+                    logger.info("Partition taken over", metadata: ["kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))"])
+                case .released(let number, let seconds, let settled):
+                    logger.info("Partition released", metadata: [
+                        "kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))", "handover.settled": "\(settled)",
+                    ])
+                }
+            }
+        }
+        reportPartitions()
+    }
+
+    /// The revocation handler, on the group consumer's poll thread: releases
+    /// the revoked partitions before the consumer commits and unassigns them,
+    /// waiting (within `shutdown.release_timeout`) for the sends and writes
+    /// under way in those it owned.
+    private func revoking(_ partitions: [TopicPartition], lost: Bool) {
+        let numbers = partitions.filter { $0.topic == configuration.topic(.commands) }.map(\.partition)
+        perform(ownership.withLock { $0.revoked(numbers, lost: lost, now: clock()) })
+        while true {
+            let releasing = ownership.withLock { $0.partitions(in: .releasing) }
+            guard !releasing.isEmpty else { return }
+            let settled = releasing.filter { runner($0)?.isSettled ?? true }
+            let actions = ownership.withLock { ownership in
+                let now = clock()
+                return settled.flatMap { ownership.settled($0, now: now) } + ownership.timerFired(now: now)
+            }
+            perform(actions)
+            if actions.isEmpty { usleep(1_000) }
+        }
+    }
+
+    /// Lets a partition go: its machine closes (taking its records in
+    /// progress out of the count) and, unless the assignment was lost, what
+    /// it finished is committed; its co-partitions are no longer read.
+    private func release(_ number: Int32, commit: Bool) {
+        let runner = table.withLock { $0.runners.removeValue(forKey: number) }
+        runner?.close()
+        gate.withLock { $0.released(number) }
+        if commit {
+            do { try follower.commitBlocking() } catch {
+                logger.warning("Committing a released partition's tokens and starts failed; the next owner reads them again", metadata: [
+                    "kafka.partition": "\(number)", "kafka.error": "\(error)",
+                ])
+            }
+        }
+        followed.withLock { followed in
+            followed.remove(number)
+            do { try follower.unassign(followerPartitions(number)) } catch {
+                logger.warning("Unassigning a released partition's tokens and starts failed", metadata: ["kafka.partition": "\(number)", "kafka.error": "\(error)"])
+            }
+        }
+    }
+
+    /// Starts reading the partition's tokens and starts from where the
+    /// group left them (paused until its restore ends). A partition never
+    /// followed before reads from the offsets the group committed for them
+    /// when it still consumed them itself, else from the beginning.
+    private func follow(_ runner: PartitionRunner) async throws(KafkaError) {
+        let partitions = followerPartitions(runner.number)
+        var offsets = try await follower.committedOffsets(for: partitions)
+        let missing = partitions.filter { offsets[$0] == nil }
+        if !missing.isEmpty {
+            offsets.merge(try await consumer.committedOffsets(for: missing)) { followed, _ in followed }
+        }
+        try followed.withLock { followed throws(KafkaError) in
+            guard !runner.isClosed else { return }
+            try follower.assign(partitions, offsets: offsets)
+            try follower.pause(partitions)
+            followed.insert(runner.number)
+        }
+    }
+
+    private func take(_ number: Int32) {
         let runner = PartitionRunner(
             number: number, configuration: configuration.partitionDispatcher, eventLoop: eventLoops.next(),
             services: services)
@@ -223,10 +358,21 @@ public final class Dispatcher: Service, Sendable {
             return table.runners[number]
         }
         previous?.close()
-        do { try consumer.pause(coPartitions(number)) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
+        do { try pause([number]) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
         logger.info("Partition assigned; restoring its state and tokens", metadata: ["kafka.partition": "\(number)"])
-        reportPartitions()
         stage.schedule { [self] in await restore(runner) }
+    }
+
+    /// A restored partition's records flow, unless back-pressure holds the
+    /// worker's partitions: one catching up reads on while others are
+    /// paused, as its held pushes wait for the end of its replay.
+    private func resumeRestored(_ number: Int32) {
+        guard let runner = runner(number) else { return }
+        gate.withLock { gate in
+            guard !gate.isPaused || runner.isCatchingUp else { return }
+            gate.released(number)
+            try? resume([number])
+        }
     }
 
     /// Shares the worker's limit on sends in flight
@@ -250,10 +396,9 @@ public final class Dispatcher: Service, Sendable {
     /// are still restoring; returns the latter.
     @discardableResult
     private func reportPartitions() -> Int {
-        let runners = table.withLock { Array($0.runners.values) }
-        let restoring = runners.filter(\.isRestoring).count
-        metrics.partitions(owned: runners.count, restoring: restoring)
-        return restoring
+        let status = status
+        metrics.partitions(owned: status.partitions.count, restoring: status.restoring.count, releasing: status.releasing.count)
+        return status.restoring.count
     }
 
     private var services: DispatchServices {
@@ -289,8 +434,19 @@ public final class Dispatcher: Service, Sendable {
             outstandingMoved: { [self] total in outstandingMoved(to: total) })
     }
 
-    private func coPartitions(_ number: Int32) -> [TopicPartition] {
-        [.commands, .tokens, .starts].map { TopicPartition(topic: configuration.topic($0), partition: number) }
+    private func followerPartitions(_ number: Int32) -> [TopicPartition] {
+        [.tokens, .starts].map { TopicPartition(topic: configuration.topic($0), partition: number) }
+    }
+
+    /// Stops fetching the partitions' commands, tokens and starts.
+    private func pause(_ numbers: [Int32]) throws(KafkaError) {
+        try consumer.pause(numbers.map { TopicPartition(topic: configuration.topic(.commands), partition: $0) })
+        try follower.pause(numbers.flatMap(followerPartitions))
+    }
+
+    private func resume(_ numbers: [Int32]) throws(KafkaError) {
+        try consumer.resume(numbers.map { TopicPartition(topic: configuration.topic(.commands), partition: $0) })
+        try follower.resume(numbers.flatMap(followerPartitions))
     }
 
     /// Reads the partition's `state` and `token-store` changelogs to their end, then lets its records flow.
@@ -302,6 +458,7 @@ public final class Dispatcher: Service, Sendable {
             do {
                 var states = 0
                 var tokens = 0
+                try await follow(runner)
                 // The previous owner may have pushed any state of the commands
                 // up to the partition's end now: hold pushes until they are read.
                 let commandsEnd = try await reader.endOffset(topic: configuration.topic(.commands), partition: number)
@@ -321,15 +478,9 @@ public final class Dispatcher: Service, Sendable {
                 }
                 let read = ContinuousClock.now
                 guard runner.finishRestore() else { return }
+                perform(ownership.withLock { $0.restored(number, now: clock()) })
                 // The last restore done: the records it fetched are free.
                 if reportPartitions() == 0 { MallocTuning.releaseFreeMemory() }
-                // A partition catching up reads on while others are paused:
-                // its held pushes wait for the end of its replay.
-                gate.withLock { gate in
-                    guard !gate.isPaused || runner.isCatchingUp else { return }
-                    gate.released(number)
-                    try? consumer.resume(coPartitions(number))
-                }
                 logger.info("Partition restored", metadata: [
                     "kafka.partition": "\(number)", "restore.states": "\(states)", "restore.tokens": "\(tokens)",
                     "restore.seconds": "\(String(format: "%.3f", (ContinuousClock.now - started).seconds))",
@@ -357,7 +508,7 @@ public final class Dispatcher: Service, Sendable {
     private func commit(_ topic: InternalTopic, _ number: Int32, _ offset: Int64) {
         let partition = TopicPartition(topic: configuration.topic(topic), partition: number)
         do {
-            try consumer.storeOffsets([KafkaCommitOffset(topicPartition: partition, offset: offset)])
+            try (topic == .commands ? consumer : follower).storeOffsets([KafkaCommitOffset(topicPartition: partition, offset: offset)])
         } catch {
             logger.warning("Storing an offset failed; it is committed with a later one", metadata: ["kafka.partition": "\(partition)", "kafka.error": "\(error)"])
         }
@@ -414,7 +565,7 @@ public final class Dispatcher: Service, Sendable {
             switch action {
             case .none: break
             case .pause: pauseNewlyHeld(&gate)
-            case .resume: try? consumer.resume(readyPartitions())
+            case .resume: try? resume(readyPartitions())
             }
             return action
         }
@@ -430,8 +581,8 @@ public final class Dispatcher: Service, Sendable {
         }
     }
 
-    private func readyPartitions() -> [TopicPartition] {
-        table.withLock { Array($0.runners.values) }.filter { !$0.isRestoring }.map(\.number).sorted().flatMap(coPartitions)
+    private func readyPartitions() -> [Int32] {
+        table.withLock { Array($0.runners.values) }.filter { !$0.isRestoring }.map(\.number).sorted()
     }
 
     /// The commands of this worker's partitions it has not read yet,
@@ -484,31 +635,40 @@ public final class Dispatcher: Service, Sendable {
         let pausable = Set(table.withLock { Array($0.runners.values) }.filter { !$0.isRestoring && !$0.isCatchingUp }.map(\.number))
         let newly = gate.hold(pausable).sorted()
         guard !newly.isEmpty else { return [] }
-        try? consumer.pause(newly.flatMap(coPartitions))
+        try? pause(newly)
         return newly
     }
 
     // MARK: Shutdown
 
     /// On shutdown: push what is held at once and wait, within
-    /// `shutdown.timeout`, for every partition to be idle.
+    /// `shutdown.timeout`, for every partition still held to be idle; then
+    /// the consumer closes, which revokes and releases each partition (what
+    /// it finished committed, its next owner taking over the rest). A
+    /// partition that a rebalance takes away meanwhile is released by it and
+    /// no longer waited for.
     private func drain() async {
         let runners = table.withLock { table in
             table.draining = true
             return Array(table.runners.values)
         }
-        try? consumer.pause(runners.map(\.number).sorted().flatMap(coPartitions))
+        try? pause(runners.map(\.number).sorted())
         for runner in runners { runner.apply { machine, now in machine.drain(now: now) } }
         let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
         while ContinuousClock.now < deadline {
-            if runners.allSatisfy(\.isIdle) {
+            let held = table.withLock { Array($0.runners.values) }
+            if held.allSatisfy(\.isIdle) {
                 logger.info("Dispatcher drained")
-                for runner in runners { runner.close() }
                 return
             }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        for runner in runners { runner.close() }
         logger.warning("Shutdown timeout reached with work in flight; it is re-delivered to the next owner", metadata: ["shutdown.timeout": "\(configuration.shutdown.timeout)"])
     }
+}
+
+/// Carries the group consumer's revocation handler to the dispatcher, which
+/// exists only after the consumer it hands the handler to.
+private final class RevocationRelay: Sendable {
+    let handler = Mutex<KafkaConsumer.RevocationHandler?>(nil)
 }

@@ -26,6 +26,9 @@ final class PartitionRunner: Sendable {
     private struct Box: Sendable {
         var machine: PartitionDispatcher
         var closed = false
+        /// Revoked: no new send or channel request starts and no timer is
+        /// armed; answers and acknowledgements are still taken.
+        var quiesced = false
         /// The deadline the armed timer fires at, the timer, and its number.
         var armed: (at: UnixTime, timer: Scheduled<Void>, number: UInt64)?
         var timersArmed: UInt64 = 0
@@ -50,6 +53,9 @@ final class PartitionRunner: Sendable {
     /// (-1 before one): with the partition's end offset, the commands not
     /// read yet.
     let nextCommandOffset = Atomic<Int64>(-1)
+    /// Sends handed to the pool and records handed to the producer whose
+    /// answer has not been applied yet.
+    private let unanswered = Atomic<Int>(0)
     private let inbox = Mutex(Inbox())
     private let services: DispatchServices
     /// Records Kafka refused for now, waiting out their backoff.
@@ -65,6 +71,8 @@ final class PartitionRunner: Sendable {
 
     var isRestoring: Bool { restoringNow.load(ordering: .relaxed) }
     var isClosed: Bool { box.withLock { $0.closed } }
+    /// Whether no send or write of this partition is waiting for its answer.
+    var isSettled: Bool { unanswered.load(ordering: .relaxed) == 0 }
     var isIdle: Bool { box.withLock { $0.machine.isIdle } }
     var isCatchingUp: Bool { catchingUpNow.load(ordering: .relaxed) }
     var outstanding: Int { box.withLock { $0.machine.outstanding } }
@@ -94,6 +102,18 @@ final class PartitionRunner: Sendable {
         timer?.cancel()
         retries.stop()
         if let total { services.outstandingMoved(total) }
+    }
+
+    /// Stops starting sends, channel requests and timers, for a revoked
+    /// partition: the sends and writes under way still complete, and what
+    /// they finish is committed.
+    func quiesce() {
+        let timer: Scheduled<Void>? = box.withLock { box in
+            box.quiesced = true
+            defer { box.armed = nil }
+            return box.armed?.timer
+        }
+        timer?.cancel()
     }
 
     /// Feeds a changelog record of the restore; no actions come of it.
@@ -127,14 +147,23 @@ final class PartitionRunner: Sendable {
         let outcome: (actions: [PartitionDispatcher.Action], total: Int?, cancel: Scheduled<Void>?)? = box.withLock { box in
             guard !box.closed else { return nil }
             let before = box.machine.outstanding
-            let actions = input(&box, now)
+            var actions = input(&box, now)
+            if box.quiesced {
+                // The next owner sends these: it redoes what was not committed.
+                actions.removeAll { action in
+                    switch action {
+                    case .send, .channel: true
+                    case .produce, .commit, .observe: false
+                    }
+                }
+            }
             // Records are handed to the producer under the lock, so a
             // partition's snapshots, token changes and dead letters reach
             // Kafka in the order the machine decided them.
             for case .produce(let produce) in actions {
                 enqueued[produce.ticket] = services.enqueue(produce, number)
             }
-            let cancel = rearm(&box, now: now)
+            let cancel = box.quiesced ? nil : rearm(&box, now: now)
             sendsInFlightNow.store(box.machine.sendsInFlight, ordering: .relaxed)
             catchingUpNow.store(box.machine.isCatchingUp, ordering: .relaxed)
             // Counted under the lock, so `close()` takes out exactly what is left.
@@ -198,6 +227,15 @@ final class PartitionRunner: Sendable {
             return inbox.arrivals
         }
         guard !arrivals.isEmpty else { return }
+        defer {
+            let answered = arrivals.count { arrival in
+                switch arrival {
+                case .sent, .acknowledged: true
+                case .channel: false
+                }
+            }
+            unanswered.subtract(answered, ordering: .relaxed)
+        }
         apply { machine, now in
             var actions: [PartitionDispatcher.Action] = []
             for arrival in arrivals {
@@ -227,6 +265,7 @@ final class PartitionRunner: Sendable {
             case .send(let send):
                 sends.append(send)
             case .produce(let produce):
+                unanswered.add(1, ordering: .relaxed)
                 watch(produce, pending: enqueued[produce.ticket] ?? services.enqueue(produce, number), attempt: 0)
             case .commit(let topic, let offset):
                 services.commit(topic, number, offset)
@@ -237,6 +276,7 @@ final class PartitionRunner: Sendable {
             }
         }
         guard !sends.isEmpty else { return }
+        unanswered.add(sends.count, ordering: .relaxed)
         let started = ContinuousClock.now
         let batch = sends
         services.sender.submit(batch) { [weak self] index, outcome, raw in

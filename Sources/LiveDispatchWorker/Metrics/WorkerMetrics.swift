@@ -44,7 +44,7 @@ public struct WorkerMetrics: Sendable {
         }
         paused(false)
         routerPaused(false)
-        partitions(owned: 0, restoring: 0)
+        partitions(owned: 0, restoring: 0, releasing: 0)
     }
 
     func recordConsumed(_ topic: String) {
@@ -105,9 +105,24 @@ public struct WorkerMetrics: Sendable {
         Gauge(label: "livedispatch_router_paused", dimensions: [], factory: factory).record(isPaused ? 1 : 0)
     }
 
-    func partitions(owned: Int, restoring: Int) {
+    func partitions(owned: Int, restoring: Int, releasing: Int) {
         Gauge(label: "livedispatch_assigned_partitions", dimensions: [], factory: factory).record(owned)
         Gauge(label: "livedispatch_partitions_restoring", dimensions: [], factory: factory).record(restoring)
+        Gauge(label: "livedispatch_partitions_releasing", dimensions: [], factory: factory).record(releasing)
+    }
+
+    /// A partition moved in (assignment → restored: the new owner's part of
+    /// the time a moved partition has no owner pushing it) or out
+    /// (revocation → released: the old owner's part).
+    func handover(_ observation: PartitionOwnership.Observation) {
+        switch observation {
+        case .takenOver(_, let seconds):
+            Timer(label: "livedispatch_partition_takeover_seconds", dimensions: [], factory: factory)
+                .recordNanoseconds(Int64(Int(saturating: seconds * 1e9)))
+        case .released(_, let seconds, let settled):
+            Timer(label: "livedispatch_partition_release_seconds", dimensions: [("settled", settled ? "true" : "false")], factory: factory)
+                .recordNanoseconds(Int64(Int(saturating: seconds * 1e9)))
+        }
     }
 
     func backlog(_ count: Int) {

@@ -1,0 +1,350 @@
+@testable import LiveDispatchCore
+import Testing
+
+@Suite("Partition ownership: taking, owning and releasing partitions")
+struct PartitionOwnershipTests {
+    let start = UnixTime(seconds: 1_764_000_000)
+
+    @Test("an assigned partition restores, then owns and pushes; the take-over time is observed")
+    func takeAndRestore() {
+        var ownership = PartitionOwnership()
+        #expect(ownership.assigned([3, 1, 3], now: start) == [.take(1), .take(3)])
+        #expect(ownership.phase(of: 1) == .restoring)
+        #expect(!ownership.mayPush(1))
+        // Assigned again while held: nothing new.
+        #expect(ownership.assigned([1], now: start + 0.1).isEmpty)
+        let actions = ownership.restored(1, now: start + 0.75)
+        #expect(actions == [.resume(1), .observe(.takenOver(1, seconds: 0.75))])
+        #expect(ownership.mayPush(1))
+        #expect(ownership.partitions(in: .owned) == [1])
+        #expect(ownership.partitions(in: .restoring) == [3])
+        // A second restore report changes nothing.
+        #expect(ownership.restored(1, now: start + 1).isEmpty)
+    }
+
+    @Test("a revoked owned partition quiesces, and is released with a commit once settled")
+    func releaseWhenSettled() {
+        var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2))
+        _ = ownership.assigned([0, 1], now: start)
+        _ = ownership.restored(0, now: start)
+        _ = ownership.restored(1, now: start)
+        #expect(ownership.revoked([1], lost: false, now: start + 10) == [.quiesce(1)])
+        #expect(ownership.phase(of: 1) == .releasing)
+        #expect(!ownership.mayPush(1))
+        #expect(ownership.mayPush(0))
+        #expect(ownership.nextDeadline == start + 12)
+        // Before its deadline, the timer releases nothing.
+        #expect(ownership.timerFired(now: start + 11).isEmpty)
+        let actions = ownership.settled(1, now: start + 10.25)
+        #expect(actions == [.release(1, commit: true), .observe(.released(1, seconds: 0.25, settled: true))])
+        #expect(ownership.phase(of: 1) == nil)
+        #expect(ownership.nextDeadline == nil)
+        #expect(ownership.held == [0])
+    }
+
+    @Test("a release that does not settle in time is cut short at its deadline, still committing what was finished")
+    func releaseAtDeadline() {
+        var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2))
+        _ = ownership.assigned([5], now: start)
+        _ = ownership.restored(5, now: start)
+        _ = ownership.revoked([5], lost: false, now: start + 1)
+        #expect(ownership.timerFired(now: start + 3) == [.release(5, commit: true), .observe(.released(5, seconds: 2, settled: false))])
+        #expect(ownership.held.isEmpty)
+        // Settling afterwards is a late report about a partition let go.
+        #expect(ownership.settled(5, now: start + 4).isEmpty)
+    }
+
+    @Test("a lost assignment is released at once and commits nothing, in any phase")
+    func lost() {
+        var ownership = PartitionOwnership()
+        _ = ownership.assigned([0, 1, 2], now: start)
+        _ = ownership.restored(1, now: start)
+        _ = ownership.restored(2, now: start)
+        _ = ownership.revoked([2], lost: false, now: start + 1)
+        let actions = ownership.revoked([0, 1, 2], lost: true, now: start + 1.5)
+        #expect(actions == [
+            .release(0, commit: false), .observe(.released(0, seconds: 0, settled: false)),
+            .release(1, commit: false), .observe(.released(1, seconds: 0, settled: false)),
+            .release(2, commit: false), .observe(.released(2, seconds: 0.5, settled: false)),
+        ])
+        #expect(ownership.held.isEmpty)
+    }
+
+    @Test("a partition revoked while restoring is released at once; revoking one not held does nothing")
+    func revokedWhileRestoring() {
+        var ownership = PartitionOwnership()
+        _ = ownership.assigned([4], now: start)
+        #expect(ownership.revoked([4, 9], lost: false, now: start + 1) == [.release(4, commit: true), .observe(.released(4, seconds: 0, settled: true))])
+        // Its restore finishing later does not make it owned.
+        #expect(ownership.restored(4, now: start + 2).isEmpty)
+        #expect(ownership.phase(of: 4) == nil)
+    }
+
+    @Test("assigned back while still releasing: the release finishes first, then a fresh take")
+    func assignedWhileReleasing() {
+        var ownership = PartitionOwnership()
+        _ = ownership.assigned([7], now: start)
+        _ = ownership.restored(7, now: start)
+        _ = ownership.revoked([7], lost: false, now: start + 1)
+        #expect(ownership.assigned([7], now: start + 1.5) == [
+            .release(7, commit: true), .observe(.released(7, seconds: 0.5, settled: false)), .take(7),
+        ])
+        #expect(ownership.phase(of: 7) == .restoring)
+    }
+
+    @Test("random scale events, crashes and lost assignments over 4 workers: no two owners push, every record is pushed, commits never skip one", arguments: 0..<40)
+    func randomizedFleet(seed: UInt64) {
+        var fleet = FleetModel(seed: seed, partitions: 6)
+        for _ in 0..<400 { fleet.step() }
+        fleet.settle()
+        #expect(fleet.violations.isEmpty, "seed \(seed): \(fleet.violations.prefix(5))")
+        #expect(fleet.pushedRecords > 0)
+        // Duplicates come only from work a lost, crashed or timed-out owner
+        // had not committed; they stay a small share.
+        #expect(Double(fleet.duplicates) <= 0.25 * Double(fleet.pushedRecords), "seed \(seed): \(fleet.duplicates) of \(fleet.pushedRecords)")
+    }
+}
+
+/// A group of workers, each with its own ``PartitionOwnership``, consuming a
+/// log per partition: a cooperative coordinator moves partitions (revoking
+/// from the old owner, whose revocation runs to its release before the new
+/// owner gets it), workers crash (their partitions reassigned after a
+/// session timeout) or lose their assignment, and sends complete in random
+/// order. It checks that only an owner the machine lets push starts a
+/// send, that no two workers may push one partition at once, that a new
+/// owner starts at a committed offset below which every record was pushed,
+/// and that every record is pushed once everything settles.
+struct FleetModel {
+    struct Runner {
+        /// The next offset to read (read = its send started).
+        var position: Int64
+        /// Offsets whose send is under way.
+        var inFlight: Set<Int64> = []
+        /// Offsets whose send completed, not yet folded into `done`.
+        var completed: Set<Int64> = []
+        /// Every offset below is pushed and may be committed.
+        var done: Int64
+        var quiesced = false
+    }
+
+    struct Worker {
+        var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2))
+        var runners: [Int32: Runner] = [:]
+        var alive = true
+    }
+
+    var generator: SplitMix64
+    let partitions: Int32
+    var now = UnixTime(seconds: 1_764_000_000)
+    var workers: [Worker] = []
+    /// The group's view: which worker each partition is assigned to.
+    var assignment: [Int32: Int] = [:]
+    var logEnd: [Int32: Int64] = [:]
+    var committed: [Int32: Int64] = [:]
+    var pushed: [Int32: Set<Int64>] = [:]
+    var pushedRecords = 0
+    var duplicates = 0
+    var violations: [String] = []
+
+    init(seed: UInt64, partitions: Int32) {
+        generator = SplitMix64(seed: seed)
+        self.partitions = partitions
+        workers = [Worker()]
+        rebalance()
+    }
+
+    mutating func step() {
+        now = now + 0.01 + generator.unit() * 0.05
+        switch generator.below(100) {
+        case 0..<40: append()
+        case 40..<70: progress()
+        case 70..<78: completeRestores()
+        case 78..<84: autoCommit()
+        case 84..<90 where workers.filter(\.alive).count < 4:
+            workers.append(Worker())
+            rebalance()
+        case 90..<95 where workers.filter(\.alive).count > 1:
+            leave(pick(alive: true), crash: generator.below(3) == 0)
+        case 95..<97 where workers.filter(\.alive).count > 1:
+            loseAssignment(pick(alive: true))
+        default: append()
+        }
+        checkSinglePusher()
+    }
+
+    mutating func settle() {
+        for _ in 0..<200 {
+            completeRestores()
+            progress(all: true)
+        }
+        for (index, worker) in workers.enumerated() where worker.alive {
+            for number in worker.runners.keys { fold(index, number) }
+        }
+        for number in 0..<partitions {
+            let end = logEnd[number, default: 0]
+            let missing = (0..<end).filter { !(pushed[number]?.contains($0) ?? false) }
+            if !missing.isEmpty { violations.append("partition \(number): records \(missing.prefix(5)) never pushed") }
+        }
+    }
+
+    private mutating func pick(alive: Bool) -> Int {
+        let candidates = workers.indices.filter { workers[$0].alive == alive }
+        return candidates[generator.below(candidates.count)]
+    }
+
+    private mutating func append() {
+        let number = Int32(generator.below(Int(partitions)))
+        logEnd[number, default: 0] += Int64(1 + generator.below(3))
+    }
+
+    /// Owners start sends of records they have read and complete some under way.
+    private mutating func progress(all: Bool = false) {
+        for index in workers.indices where workers[index].alive {
+            for number in workers[index].runners.keys.sorted() {
+                guard var runner = workers[index].runners[number] else { continue }
+                let mayPush = workers[index].ownership.mayPush(number)
+                while runner.position < logEnd[number, default: 0], all || generator.below(2) == 0 {
+                    guard mayPush, !runner.quiesced else { break }
+                    runner.inFlight.insert(runner.position)
+                    if pushed[number, default: []].contains(runner.position) { duplicates += 1 }
+                    pushed[number, default: []].insert(runner.position)
+                    pushedRecords += 1
+                    runner.position += 1
+                }
+                for offset in runner.inFlight.sorted() where all || generator.below(2) == 0 {
+                    runner.inFlight.remove(offset)
+                    runner.completed.insert(offset)
+                }
+                workers[index].runners[number] = runner
+                fold(index, number)
+            }
+        }
+    }
+
+    private mutating func fold(_ index: Int, _ number: Int32) {
+        guard var runner = workers[index].runners[number] else { return }
+        while runner.completed.remove(runner.done) != nil { runner.done += 1 }
+        workers[index].runners[number] = runner
+    }
+
+    private mutating func completeRestores() {
+        for index in workers.indices where workers[index].alive {
+            for number in workers[index].ownership.partitions(in: .restoring) where generator.below(2) == 0 {
+                apply(index, workers[index].ownership.restored(number, now: now))
+            }
+        }
+    }
+
+    private mutating func autoCommit() {
+        for index in workers.indices where workers[index].alive {
+            for (number, runner) in workers[index].runners where workers[index].ownership.phase(of: number) != nil {
+                commit(number, runner.done)
+            }
+        }
+    }
+
+    private mutating func commit(_ number: Int32, _ offset: Int64) {
+        if offset < committed[number, default: 0] {
+            violations.append("partition \(number): commit went back from \(committed[number, default: 0]) to \(offset)")
+        }
+        committed[number] = max(committed[number, default: 0], offset)
+    }
+
+    /// Performs a worker's actions as the dispatcher does.
+    private mutating func apply(_ index: Int, _ actions: [PartitionOwnership.Action]) {
+        for action in actions {
+            switch action {
+            case .take(let number):
+                let from = committed[number, default: 0]
+                let unpushed = (0..<from).filter { !(pushed[number]?.contains($0) ?? false) }
+                if !unpushed.isEmpty { violations.append("partition \(number): taken at \(from) with \(unpushed.prefix(3)) never pushed") }
+                workers[index].runners[number] = Runner(position: from, done: from)
+            case .resume:
+                break
+            case .quiesce(let number):
+                workers[index].runners[number]?.quiesced = true
+            case .release(let number, let shouldCommit):
+                fold(index, number)
+                if shouldCommit, let runner = workers[index].runners[number] { commit(number, runner.done) }
+                workers[index].runners[number] = nil
+            case .observe:
+                break
+            }
+        }
+    }
+
+    /// The revocation handler: runs until every revoked partition is released.
+    private mutating func revoke(_ index: Int, _ numbers: [Int32], lost: Bool) {
+        apply(index, workers[index].ownership.revoked(numbers, lost: lost, now: now))
+        var rounds = 0
+        while !workers[index].ownership.partitions(in: .releasing).isEmpty {
+            rounds += 1
+            now = now + 0.05
+            for number in workers[index].ownership.partitions(in: .releasing) {
+                guard var runner = workers[index].runners[number] else { continue }
+                // Answers arrive for some of the sends under way.
+                for offset in runner.inFlight.sorted() where generator.below(4) == 0 {
+                    runner.inFlight.remove(offset)
+                    runner.completed.insert(offset)
+                }
+                workers[index].runners[number] = runner
+                fold(index, number)
+                if runner.inFlight.isEmpty { apply(index, workers[index].ownership.settled(number, now: now)) }
+            }
+            apply(index, workers[index].ownership.timerFired(now: now))
+            if rounds > 100 { violations.append("worker \(index): release never finished"); return }
+        }
+        for number in numbers where workers[index].runners[number] != nil {
+            violations.append("worker \(index): partition \(number) still held after its revocation returned")
+        }
+    }
+
+    /// A cooperative rebalance over the live workers: round-robin target,
+    /// moved partitions revoked from their owners (each revocation returns
+    /// before the partition is assigned elsewhere), then assigned.
+    private mutating func rebalance() {
+        let alive = workers.indices.filter { workers[$0].alive }
+        guard !alive.isEmpty else { return }
+        var target: [Int32: Int] = [:]
+        for number in 0..<partitions { target[number] = alive[Int(number) % alive.count] }
+        var revocations: [Int: [Int32]] = [:]
+        for (number, owner) in assignment where target[number] != owner && workers[owner].alive {
+            revocations[owner, default: []].append(number)
+        }
+        for (owner, numbers) in revocations.sorted(by: { $0.key < $1.key }) { revoke(owner, numbers, lost: false) }
+        var assignments: [Int: [Int32]] = [:]
+        for (number, owner) in target where assignment[number] != owner { assignments[owner, default: []].append(number) }
+        assignment = target
+        for (owner, numbers) in assignments.sorted(by: { $0.key < $1.key }) {
+            apply(owner, workers[owner].ownership.assigned(numbers.sorted(), now: now))
+        }
+    }
+
+    private mutating func leave(_ index: Int, crash: Bool) {
+        if !crash {
+            // SIGTERM: the consumer's close revokes everything it holds.
+            revoke(index, workers[index].ownership.held, lost: false)
+        }
+        workers[index].alive = false
+        workers[index].runners = [:]
+        now = now + (crash ? 10 : 0)
+        rebalance()
+    }
+
+    private mutating func loseAssignment(_ index: Int) {
+        revoke(index, workers[index].ownership.held, lost: true)
+        // The group moved on without it; it rejoins in the next rebalance.
+        for (number, owner) in assignment where owner == index { assignment[number] = nil }
+        rebalance()
+    }
+
+    private mutating func checkSinglePusher() {
+        for number in 0..<partitions {
+            let pushers = workers.indices.filter { workers[$0].alive && workers[$0].ownership.mayPush(number) }
+            if pushers.count > 1 { violations.append("partition \(number): workers \(pushers) may push at once") }
+            for index in workers.indices where workers[index].alive && workers[index].ownership.mayPush(number) {
+                if assignment[number] != index { violations.append("partition \(number): worker \(index) may push without the assignment") }
+            }
+        }
+    }
+}
