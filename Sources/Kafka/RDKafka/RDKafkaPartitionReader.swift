@@ -26,6 +26,10 @@ final class RDKafkaPartitionReader: Sendable {
         properties["auto.offset.reset"] = "earliest"
         // A worker restores all its partitions at once, a reader each.
         properties.merge(KafkaPrefetch.properties) { configured, _ in configured }
+        // The end of the partition is known when a fetch comes back empty:
+        // the broker's long poll (500 ms by default) would hold every
+        // restore that long, and a moved partition's new owner with it.
+        properties.merge(["fetch.wait.max.ms": "10"]) { configured, _ in configured }
         self.handle = try RDKafkaHandle(kind: .consumer, properties: properties, context: RDKafkaClientContext(logger: logger))
         self.logger = logger
         rd_kafka_poll_set_consumer(handle.pointer)

@@ -193,8 +193,11 @@ public struct WorkerConfiguration: Sendable, Hashable {
     /// Consumer settings for low event-to-push latency, unless
     /// `kafka.properties` says otherwise: a fetch returns as soon as there is
     /// one record rather than after librdkafka's default 500 ms, which would
-    /// split a burst across coalescing windows.
-    public static let lowLatencyConsumerProperties: [String: String] = ["fetch.wait.max.ms": "10"]
+    /// split a burst across coalescing windows. Members heartbeat every
+    /// second rather than every 3: a cooperative rebalance takes two rounds,
+    /// and members learn of each round by their next heartbeat, so a moved
+    /// partition waits about that long between its release and its new owner.
+    public static let lowLatencyConsumerProperties: [String: String] = ["fetch.wait.max.ms": "10", "heartbeat.interval.ms": "1000"]
 
     /// Full name of an internal topic, e.g. `livedispatch.commands`.
     public func topic(_ name: InternalTopic) -> String { kafka.topicPrefix + name.rawValue }

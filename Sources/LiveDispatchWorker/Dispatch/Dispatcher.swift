@@ -459,6 +459,7 @@ public final class Dispatcher: Service, Sendable {
                 var states = 0
                 var tokens = 0
                 try await follow(runner)
+                let followed = ContinuousClock.now
                 // The previous owner may have pushed any state of the commands
                 // up to the partition's end now: hold pushes until they are read.
                 let commandsEnd = try await reader.endOffset(topic: configuration.topic(.commands), partition: number)
@@ -485,6 +486,7 @@ public final class Dispatcher: Service, Sendable {
                     "kafka.partition": "\(number)", "restore.states": "\(states)", "restore.tokens": "\(tokens)",
                     "restore.seconds": "\(String(format: "%.3f", (ContinuousClock.now - started).seconds))",
                     "restore.install_seconds": "\(String(format: "%.3f", (ContinuousClock.now - read).seconds))",
+                    "restore.follow_seconds": "\(String(format: "%.3f", (followed - started).seconds))",
                 ])
                 return
             } catch {
