@@ -99,3 +99,28 @@ public enum APNsPayload {
         return .double(value)
     }
 }
+
+/// The encoded payloads of a fan-out's newest version, written once and
+/// shared by every token's send: the version as published and, for tokens
+/// still owed their start, the same version as a start.
+struct PayloadCache: Sendable {
+    private var payloads: [ActivityEvent: (version: UInt64, bytes: [UInt8])] = [:]
+
+    /// Keeps `bytes` as the payload of `push`.
+    mutating func keep(_ bytes: [UInt8], for push: LiveActivityPush) {
+        payloads[push.event] = (push.version, bytes)
+    }
+
+    /// The payload of `push` for a device, encoded on its first use.
+    mutating func payload(for push: LiveActivityPush) -> Result<[UInt8], PayloadTooLargeError> {
+        if let cached = payloads[push.event], cached.version == push.version { return .success(cached.bytes) }
+        let encoded = Self.encode(push)
+        if case .success(let bytes) = encoded { keep(bytes, for: push) }
+        return encoded
+    }
+
+    /// The payload of `push` for a device, not kept.
+    static func encode(_ push: LiveActivityPush) -> Result<[UInt8], PayloadTooLargeError> {
+        Result { () throws(PayloadTooLargeError) in try APNsPayload.encode(push) }
+    }
+}

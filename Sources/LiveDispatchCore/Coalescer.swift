@@ -173,6 +173,11 @@ public struct Coalescer: Sendable {
         entries[activityID]?.state
     }
 
+    /// The activity's version (pushes made so far); 0 for one not known.
+    public func version(of activityID: ActivityID) -> UInt64 {
+        entries[activityID]?.state.version ?? 0
+    }
+
     /// Activities known, live or ended.
     public var activityCount: Int { entries.count }
 

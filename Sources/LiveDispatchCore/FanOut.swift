@@ -48,6 +48,27 @@ public struct FanOut: Sendable {
         }
     }
 
+    /// What became of a send once the fan-out took its outcome: what its
+    /// owner counts in the push's summary and records for the token.
+    public enum Settlement: Sendable, Hashable {
+        case delivered
+        /// Given up on for this version: the token is gone, APNs refused
+        /// the push for good, or its retries ran out.
+        case failed(reason: String)
+        /// No final answer for its push yet: it is sent again after a
+        /// backoff (or dropped, when the fan-out no longer waits for it).
+        case undecided
+
+        /// The outcome taken at its word: a retryable failure is retried.
+        init(_ outcome: Outcome) {
+            switch outcome {
+            case .delivered: self = .delivered
+            case .tokenInvalid(let reason), .permanent(let reason): self = .failed(reason: reason)
+            case .retryable: self = .undecided
+            }
+        }
+    }
+
     public enum Action: Sendable, Hashable {
         /// Send `push` (the newest version) to `token`, then report with
         /// ``completed(token:version:outcome:now:jitter:)``.
@@ -220,9 +241,20 @@ public struct FanOut: Sendable {
     public mutating func completed(
         token: DeviceToken, version: UInt64, outcome: Outcome, now: UnixTime, jitter: Double
     ) -> [Action] {
+        settle(token: token, version: version, outcome: outcome, now: now, jitter: jitter).actions
+    }
+
+    /// ``completed(token:version:outcome:now:jitter:)``, and what became of
+    /// the send. A send the fan-out no longer waits for (its token removed
+    /// meanwhile, or a version already done) is settled as its outcome
+    /// says, and not retried.
+    public mutating func settle(
+        token: DeviceToken, version: UInt64, outcome: Outcome, now: UnixTime, jitter: Double
+    ) -> (settlement: Settlement, actions: [Action]) {
+        var settlement = Settlement(outcome)
         guard version != 0, let slot = tokens.slot(of: token), tokens[slot: slot].inFlightVersion == version,
             let base = release(version)
-        else { return [] }
+        else { return (settlement, []) }
         var state = tokens[slot: slot]
         let sent = state.inFlightAsStart ? base.asStart : base
         state.inFlightVersion = 0
@@ -242,7 +274,7 @@ public struct FanOut: Sendable {
             actions.append(.removeToken(token, reason: reason))
             pump(into: &actions)
             reportCompletion(into: &actions)
-            return actions
+            return (settlement, actions)
         case .permanent(let reason):
             state.attempts = 0
             state.firstFailureAt = nil
@@ -258,6 +290,7 @@ public struct FanOut: Sendable {
                 state.attempts = 0
                 state.firstFailureAt = nil
                 setDone(&state, version)
+                settlement = .failed(reason: reason)
                 actions.append(.deadLetter(token, sent, reason: .retriesExhausted, detail: reason, attempts: attempts))
             } else {
                 let backoff = configuration.retry.delay(attempt: Int(state.attempts), jitter: jitter)
@@ -267,14 +300,14 @@ public struct FanOut: Sendable {
                 tokens[slot: slot] = state
                 actions.append(.wake(at: retryAt))
                 pump(into: &actions)
-                return actions
+                return (settlement, actions)
             }
         }
         tokens[slot: slot] = state
         if let latest, state.done < latest.version, !state.retrying { enqueue(slot) }
         pump(into: &actions)
         reportCompletion(into: &actions)
-        return actions
+        return (settlement, actions)
     }
 
     /// Retries that are due become sends. Early firings are harmless.

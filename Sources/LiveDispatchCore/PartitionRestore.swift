@@ -1,0 +1,121 @@
+/// A partition's way in: it decides what the restore installs (the newest
+/// snapshot of each activity read back from `state`), which records wait
+/// until the restore is done, and, for a new owner, which pushes are held
+/// while it replays the commands its previous owner may have pushed.
+///
+/// The catch-up: the previous owner may have pushed any state up to the
+/// partition's end at assignment, so pushing an intermediate state of the
+/// replay could send a device a state older than one it shows (semantic 2).
+/// Each activity's flushes are merged while held and pushed once, when the
+/// replay has been read or the catch-up limit passed.
+struct PartitionRestore: Sendable {
+    typealias Record = PartitionDispatcher.Record
+
+    struct CatchUp: Sendable {
+        /// The `commands` offset after the last record of the replay.
+        var end: Int64
+        /// When the held pushes go anyway; nil until the restore is done.
+        var deadline: UnixTime?
+        var held: [ActivityID: Coalescer.Flush] = [:]
+    }
+
+    private(set) var isRestoring = true
+    /// The snapshots read back so far, one per activity.
+    private var states: [ActivityState] = []
+    /// Records that arrived before the restore finished, in arrival order.
+    private var early: [(InternalTopic, Record)] = []
+    private var catchUp: CatchUp?
+
+    /// Whether pushes are held for the replay of the previous owner's commands.
+    var isCatchingUp: Bool { catchUp != nil }
+    /// When the held pushes must go, if any are held.
+    var deadline: UnixTime? { catchUp?.deadline }
+    /// Whether no push is held.
+    var holdsNothing: Bool { catchUp?.held.isEmpty ?? true }
+
+    /// A snapshot read back from `state` replaces the activity's earlier one.
+    mutating func restore(_ snapshot: ActivityState) {
+        states.removeAll { $0.activityID == snapshot.activityID }
+        states.append(snapshot)
+    }
+
+    /// A tombstone on `state` removes the activity's snapshot.
+    mutating func removeState(key: String) {
+        states.removeAll { $0.activityID.rawValue == key }
+    }
+
+    /// Keeps a record that arrived while restoring; false once restored.
+    mutating func buffer(_ topic: InternalTopic, _ record: Record) -> Bool {
+        guard isRestoring else { return false }
+        early.append((topic, record))
+        return true
+    }
+
+    /// While restoring: hold every push until the `commands` record before
+    /// `end` has been read. An empty partition (`end` 0) holds nothing.
+    mutating func holdPushes(untilCommandOffset end: Int64) {
+        guard isRestoring, end > 0 else { return }
+        catchUp = CatchUp(end: end)
+    }
+
+    /// Ends the restore: the snapshots to install and the records to replay,
+    /// once; the catch-up, if any, lasts at most `catchUpLimit` seconds from now.
+    mutating func finish(now: UnixTime, catchUpLimit: Double) -> (states: [ActivityState], early: [(InternalTopic, Record)])? {
+        guard isRestoring else { return nil }
+        isRestoring = false
+        catchUp?.deadline = now + catchUpLimit
+        defer {
+            states = []
+            early = []
+        }
+        return (states, early)
+    }
+
+    /// Holds `flush` during the catch-up, merged with what the activity
+    /// already holds; false when nothing is held.
+    mutating func hold(_ flush: Coalescer.Flush) -> Bool {
+        guard catchUp != nil else { return false }
+        let activity = flush.push.activityID
+        let merged = catchUp?.held[activity].map { .merged($0, flush) } ?? flush
+        catchUp?.held[activity] = merged
+        return true
+    }
+
+    /// The held flushes, by activity id, when the `commands` record at
+    /// `offset` ends the replay; none otherwise.
+    mutating func read(commandOffset offset: Int64) -> [Coalescer.Flush] {
+        guard !isRestoring, let end = catchUp?.end, offset >= end - 1 else { return [] }
+        return release()
+    }
+
+    /// The held flushes, by activity id, when the catch-up limit has passed.
+    mutating func timerFired(now: UnixTime) -> [Coalescer.Flush] {
+        guard let deadline = catchUp?.deadline, deadline <= now else { return [] }
+        return release()
+    }
+
+    /// Ends the catch-up: the held flushes, by activity id.
+    mutating func release() -> [Coalescer.Flush] {
+        guard let hold = catchUp else { return [] }
+        catchUp = nil
+        return hold.held.sorted { $0.key < $1.key }.map(\.value)
+    }
+}
+
+extension Coalescer.Flush {
+    /// Two flushes of one activity held back as one: the newer state with
+    /// every offset, a start if either was one (devices that missed it need
+    /// it), the latest alert and the highest priority.
+    static func merged(_ older: Self, _ newer: Self) -> Self {
+        var flush = newer
+        flush.offsets = older.offsets + newer.offsets
+        if older.push.event == .start, newer.push.event == .update {
+            flush.push = newer.push.asStart
+            flush.push.inputPushToken = older.push.inputPushToken
+            flush.push.inputPushChannel = older.push.inputPushChannel
+        }
+        flush.push.alert = newer.push.alert ?? older.push.alert
+        flush.push.priority = max(newer.push.priority, older.push.priority)
+        return flush
+    }
+}
