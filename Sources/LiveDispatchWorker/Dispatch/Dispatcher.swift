@@ -312,7 +312,7 @@ public final class Dispatcher: Service, Sendable {
     /// progress out of the count) and, unless the assignment was lost, what
     /// it finished is committed; its co-partitions are no longer read.
     private func release(_ number: Int32, commit: Bool) {
-        let runner = table.withLock { $0.runners.removeValue(forKey: number) }
+        let runner = ownership.withLock { _ in table.withLock { $0.runners.removeValue(forKey: number) } }
         runner?.close()
         gate.withLock { $0.released(number) }
         if commit {
@@ -353,11 +353,21 @@ public final class Dispatcher: Service, Sendable {
         let runner = PartitionRunner(
             number: number, configuration: configuration.partitionDispatcher, eventLoop: eventLoops.next(),
             services: services)
-        let previous = table.withLock { table in
-            defer { table.runners[number] = runner }
-            return table.runners[number]
+        // Under the ownership lock (then the table's): a revocation handled
+        // on the poll thread meanwhile either finds this runner and releases
+        // it, or has released the partition already and it is not installed.
+        let installed: (Bool, PartitionRunner?) = ownership.withLock { ownership in
+            guard ownership.phase(of: number) == .restoring else { return (false, nil) }
+            return (true, table.withLock { table in
+                defer { table.runners[number] = runner }
+                return table.runners[number]
+            })
         }
-        previous?.close()
+        installed.1?.close()
+        guard installed.0 else {
+            runner.close()
+            return
+        }
         do { try pause([number]) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
         logger.info("Partition assigned; restoring its state and tokens", metadata: ["kafka.partition": "\(number)"])
         stage.schedule { [self] in await restore(runner) }
@@ -454,7 +464,8 @@ public final class Dispatcher: Service, Sendable {
         let number = runner.number
         let started = ContinuousClock.now
         var attempt = 0
-        while !runner.isClosed {
+        // A stage shutting down cancels its jobs: a restore still under way stops.
+        while !runner.isClosed, !Task.isCancelled {
             do {
                 var states = 0
                 var tokens = 0
