@@ -200,11 +200,18 @@ struct FleetModel {
     /// Owners start sends of records they have read and complete some under way.
     private mutating func progress(all: Bool = false) {
         for index in workers.indices where workers[index].alive {
-            for number in workers[index].runners.keys.sorted() {
-                guard var runner = workers[index].runners[number] else { continue }
+            for number in workers[index].runners.keys.sorted() { progress(index, number, all: all) }
+        }
+    }
+
+    /// One runner starts sends while the machine lets it push, and some of
+    /// its sends under way complete.
+    private mutating func progress(_ index: Int, _ number: Int32, all: Bool = false, revoking: Bool = false) {
+                guard var runner = workers[index].runners[number] else { return }
                 let mayPush = workers[index].ownership.mayPush(number)
                 while runner.position < logEnd[number, default: 0], all || generator.below(2) == 0 {
                     guard mayPush, !runner.quiesced else { break }
+                    if revoking { violations.append("worker \(index): partition \(number) pushed after its revocation") }
                     runner.inFlight.insert(runner.position)
                     if pushed[number, default: []].contains(runner.position) { duplicates += 1 }
                     pushed[number, default: []].insert(runner.position)
@@ -217,8 +224,6 @@ struct FleetModel {
                 }
                 workers[index].runners[number] = runner
                 fold(index, number)
-            }
-        }
     }
 
     private mutating func fold(_ index: Int, _ number: Int32) {
@@ -281,6 +286,8 @@ struct FleetModel {
             rounds += 1
             now = now + 0.05
             for number in workers[index].ownership.partitions(in: .releasing) {
+                // Records already taken in still reach the runner meanwhile.
+                progress(index, number, revoking: true)
                 guard var runner = workers[index].runners[number] else { continue }
                 // Answers arrive for some of the sends under way.
                 for offset in runner.inFlight.sorted() where generator.below(4) == 0 {
