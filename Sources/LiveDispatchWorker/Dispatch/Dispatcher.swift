@@ -426,7 +426,7 @@ public final class Dispatcher: Service, Sendable {
             enqueue: { [self] produce, number in enqueue(produce, partition: number) },
             commit: { [self] topic, number, offset in commit(topic, number, offset) },
             observe: { [self] observation in observe(observation) },
-            pushSent: { [self] outcome, seconds in pushSent(outcome, seconds: seconds) },
+            pushSent: { [self] result, seconds in pushSent(result, seconds: seconds) },
             writeFailed: { [self] produce, error, attempt in
                 let topic = configuration.topic(produce.topic)
                 guard error.isPermanent else {
@@ -527,10 +527,12 @@ public final class Dispatcher: Service, Sendable {
         }
     }
 
-    private func pushSent(_ outcome: APNsOutcome, seconds: Double) {
-        metrics.pushSent(outcome, seconds: seconds)
-        logger.trace("APNs answered a push", metadata: ["apns.outcome": "\(outcome.label)", "apns.seconds": "\(seconds)"])
-        if case .misconfigured(let error) = outcome {
+    private func pushSent(_ result: SendResult, seconds: Double) {
+        // A send no APNs pool took is not a push APNs answered.
+        guard let label = result.label else { return }
+        metrics.pushSent(label, seconds: seconds)
+        logger.trace("APNs answered a push", metadata: ["apns.outcome": "\(label)", "apns.seconds": "\(seconds)"])
+        if let error = result.misconfiguration {
             logger.error("APNs refuses every push: fix the configuration", metadata: ["apns.error": "\(error)"])
         }
     }

@@ -279,9 +279,9 @@ final class PartitionRunner: Sendable {
         unanswered.add(sends.count, ordering: .relaxed)
         let started = ContinuousClock.now
         let batch = sends
-        services.sender.submit(batch) { [weak self] index, outcome, raw in
-            if let raw { self?.services.pushSent(raw, (ContinuousClock.now - started).seconds) }
-            self?.deliver(.sent(batch[index], outcome))
+        services.sender.submit(batch) { [weak self] index, result in
+            self?.services.pushSent(result, (ContinuousClock.now - started).seconds)
+            self?.deliver(.sent(batch[index], result.outcome))
         }
     }
 
@@ -328,7 +328,7 @@ struct DispatchServices: Sendable {
     var enqueue: @Sendable (PartitionDispatcher.Produce, Int32) -> Result<KafkaPendingDelivery, KafkaError>
     var commit: @Sendable (InternalTopic, Int32, Int64) -> Void
     var observe: @Sendable (PartitionDispatcher.Observation) -> Void
-    var pushSent: @Sendable (APNsOutcome, Double) -> Void
+    var pushSent: @Sendable (SendResult, Double) -> Void
     var writeFailed: @Sendable (PartitionDispatcher.Produce, KafkaError, Int) -> Void
     /// Adds to the worker's count of records in progress; returns the new total.
     var countOutstanding: @Sendable (Int) -> Int

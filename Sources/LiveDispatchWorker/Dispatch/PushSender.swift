@@ -55,19 +55,22 @@ public struct PushSender: Sendable {
         send.request(bundleID: route.bundleID, apnsID: apnsIDs.next())
     }
 
-    /// What a send of an app this worker has no route for ends as.
-    static func unrouted(_ send: PartitionDispatcher.Send) -> FanOut.Outcome {
-        .permanent(reason: "no APNs route for app \((send.app ?? "").debugDescription) in \(send.environment.rawValue); configure it under apps:")
+    /// What a send of an app this worker has no route for ends as: refused
+    /// for good, and not counted among the pushes APNs answered.
+    static func unrouted(_ send: PartitionDispatcher.Send) -> SendResult {
+        SendResult(
+            outcome: .permanent(reason: "no APNs route for app \((send.app ?? "").debugDescription) in \(send.environment.rawValue); configure it under apps:"),
+            label: nil)
     }
 
     /// Starts a batch of sends and returns at once; `onOutcome` is called
     /// once per send with its index, from the APNs pools' event loops (or at
     /// once for a send no pool serves).
-    func submit(_ sends: [PartitionDispatcher.Send], onOutcome: @escaping @Sendable (Int, FanOut.Outcome, APNsOutcome?) -> Void) {
+    func submit(_ sends: [PartitionDispatcher.Send], onOutcome: @escaping @Sendable (Int, SendResult) -> Void) {
         var batches: [ObjectIdentifier: (pool: APNsConnectionPool, requests: [APNsRequest], positions: [Int])] = [:]
         for (index, send) in sends.enumerated() {
             guard let route = route(send) else {
-                onOutcome(index, Self.unrouted(send), nil)
+                onOutcome(index, Self.unrouted(send))
                 continue
             }
             let id = ObjectIdentifier(route.pool)
@@ -76,26 +79,31 @@ public struct PushSender: Sendable {
         }
         for batch in batches.values {
             let positions = batch.positions
-            batch.pool.submit(batch.requests) { index, outcome in onOutcome(positions[index], Self.classify(outcome), outcome) }
+            batch.pool.submit(batch.requests) { index, outcome in onOutcome(positions[index], Self.classify(outcome)) }
         }
     }
 
-    static func classify(_ outcome: APNsOutcome) -> FanOut.Outcome {
-        switch outcome {
+    /// APNs' answer as the fan-out and the metrics take it.
+    static func classify(_ answer: APNsOutcome) -> SendResult {
+        let outcome: FanOut.Outcome
+        var misconfiguration: APNsError?
+        switch answer {
         case .delivered:
-            return .delivered
+            outcome = .delivered
         case .tokenInvalid(let reason, _):
-            return .tokenInvalid(reason: reason.description)
+            outcome = .tokenInvalid(reason: reason.description)
         case .permanent(let status, let reason):
-            return .permanent(reason: "\(status) \(reason)")
+            outcome = .permanent(reason: "\(status) \(reason)")
         case .retryable(let failure):
             let reason = failure.reason.map { "\(failure.status.map(String.init) ?? "") \($0)".trimmingCharacters(in: .whitespaces) } ?? failure.error.description
-            return .retryable(reason: reason, after: failure.retryAfter)
+            outcome = .retryable(reason: reason, after: failure.retryAfter)
         case .misconfigured(let error):
             // Nothing can succeed until an operator fixes the key or topic:
             // back off and retry, and dead-letter when retries run out.
-            return .retryable(reason: "misconfigured: \(error)", after: nil)
+            outcome = .retryable(reason: "misconfigured: \(error)", after: nil)
+            misconfiguration = error
         }
+        return SendResult(outcome: outcome, label: answer.label, misconfiguration: misconfiguration)
     }
 
     func shutdown() async {
@@ -104,4 +112,17 @@ public struct PushSender: Sendable {
             await route.pool.shutdown()
         }
     }
+}
+
+/// One send's result, classified once by ``PushSender``: the outcome the
+/// fan-out acts on, and what the worker's metrics and logs record of it.
+struct SendResult: Sendable, Hashable {
+    var outcome: FanOut.Outcome
+    /// The `outcome` label of `livedispatch_pushes_total`
+    /// (``APNsOutcome/label``); nil for a send no APNs pool took (its app
+    /// has no route), which is not counted.
+    var label: String?
+    /// Why APNs refuses every push until an operator fixes the key, team,
+    /// topic or environment; nil for any other answer.
+    var misconfiguration: APNsError?
 }

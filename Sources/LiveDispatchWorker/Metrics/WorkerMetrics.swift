@@ -55,8 +55,9 @@ public struct WorkerMetrics: Sendable {
         routed[outcome].increment()
     }
 
-    func pushSent(_ outcome: APNsOutcome, seconds: Double) {
-        pushes[outcome.label].increment()
+    /// A push APNs answered, by its ``SendResult/label``.
+    func pushSent(_ label: String, seconds: Double) {
+        pushes[label].increment()
         pushDuration.recordNanoseconds(Int64(Int(saturating: seconds * 1e9)))
     }
 
