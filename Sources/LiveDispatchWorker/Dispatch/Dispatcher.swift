@@ -48,7 +48,7 @@ public final class Dispatcher: Service, Sendable {
         case draining
     }
 
-    private struct Table: Sendable {
+    struct Table: Sendable {
         var runners: [Int32: PartitionRunner] = [:]
         var joined = false
         /// The router stage received an assignment of `<group_id>.router` (possibly empty).
@@ -69,21 +69,21 @@ public final class Dispatcher: Service, Sendable {
     let logger: Logger
     let metrics: WorkerMetrics
     let observer: Observer?
-    private let clock: @Sendable () -> UnixTime
-    private let table = Mutex(Table())
-    private let ownership: Mutex<PartitionOwnership>
+    let clock: @Sendable () -> UnixTime
+    let table = Mutex(Table())
+    let ownership: Mutex<PartitionOwnership>
     /// The partition numbers whose co-partitions the follower reads; taken
     /// while assigning or unassigning them, so a release and a late
     /// assignment of the same partition never interleave.
-    private let followed = Mutex<Set<Int32>>([])
-    private let gate: Mutex<BackpressureGate>
+    let followed = Mutex<Set<Int32>>([])
+    let gate: Mutex<BackpressureGate>
     private let outstandingTotal = Atomic<Int>(0)
     private let backlogNow = Atomic<Int>(0)
     /// Per `commands` partition, the offset after the last command this
     /// worker's router wrote there.
     private let writtenEnds = Mutex<[Int32: Int64]>([:])
-    private let eventLoops: any EventLoopGroup
-    private let stage: ConsumerStage
+    let eventLoops: any EventLoopGroup
+    let stage: ConsumerStage
 
     /// - Parameter clock: the wall clock the machines are given (Unix time).
     public init(
@@ -220,7 +220,7 @@ public final class Dispatcher: Service, Sendable {
             drain: { await self.drain() })
     }
 
-    private func runner(_ number: Int32) -> PartitionRunner? {
+    func runner(_ number: Int32) -> PartitionRunner? {
         table.withLock { $0.runners[number] }
     }
 
@@ -260,131 +260,6 @@ public final class Dispatcher: Service, Sendable {
         }
     }
 
-    // MARK: Moves
-
-    private func perform(_ actions: [PartitionOwnership.Action]) {
-        for action in actions {
-            switch action {
-            case .take(let number):
-                take(number)
-            case .resume(let number):
-                resumeRestored(number)
-            case .quiesce(let number):
-                runner(number)?.quiesce()
-            case .release(let number, let commit):
-                release(number, commit: commit)
-            case .observe(let observation):
-                metrics.handover(observation)
-                switch observation {
-                case .takenOver(let number, let seconds):
-                    logger.info("Partition taken over", metadata: ["kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))"])
-                case .released(let number, let seconds, let settled):
-                    logger.info("Partition released", metadata: [
-                        "kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))", "handover.settled": "\(settled)",
-                    ])
-                }
-            }
-        }
-        reportPartitions()
-    }
-
-    /// The revocation handler, on the group consumer's poll thread: releases
-    /// the revoked partitions before the consumer commits and unassigns them,
-    /// waiting (within `shutdown.release_timeout`) for the sends and writes
-    /// under way in those it owned.
-    private func revoking(_ partitions: [TopicPartition], lost: Bool) {
-        let numbers = partitions.filter { $0.topic == configuration.topic(.commands) }.map(\.partition)
-        perform(ownership.withLock { $0.revoked(numbers, lost: lost, now: clock()) })
-        while true {
-            let releasing = ownership.withLock { $0.partitions(in: .releasing) }
-            guard !releasing.isEmpty else { return }
-            let settled = releasing.filter { runner($0)?.isSettled ?? true }
-            let actions = ownership.withLock { ownership in
-                let now = clock()
-                return settled.flatMap { ownership.settled($0, now: now) } + ownership.timerFired(now: now)
-            }
-            perform(actions)
-            if actions.isEmpty { usleep(1_000) }
-        }
-    }
-
-    /// Lets a partition go: its machine closes (taking its records in
-    /// progress out of the count) and, unless the assignment was lost, what
-    /// it finished is committed; its co-partitions are no longer read.
-    private func release(_ number: Int32, commit: Bool) {
-        let runner = ownership.withLock { _ in table.withLock { $0.runners.removeValue(forKey: number) } }
-        runner?.close()
-        gate.withLock { $0.released(number) }
-        if commit {
-            do { try follower.commitBlocking() } catch {
-                logger.warning("Committing a released partition's tokens and starts failed; the next owner reads them again", metadata: [
-                    "kafka.partition": "\(number)", "kafka.error": "\(error)",
-                ])
-            }
-        }
-        followed.withLock { followed in
-            followed.remove(number)
-            do { try follower.unassign(followerPartitions(number)) } catch {
-                logger.warning("Unassigning a released partition's tokens and starts failed", metadata: ["kafka.partition": "\(number)", "kafka.error": "\(error)"])
-            }
-        }
-    }
-
-    /// Starts reading the partition's tokens and starts from where the
-    /// group left them (paused until its restore ends). A partition never
-    /// followed before reads from the offsets the group committed for them
-    /// when it still consumed them itself, else from the beginning.
-    private func follow(_ runner: PartitionRunner) async throws(KafkaError) {
-        let partitions = followerPartitions(runner.number)
-        var offsets = try await follower.committedOffsets(for: partitions)
-        let missing = partitions.filter { offsets[$0] == nil }
-        if !missing.isEmpty {
-            offsets.merge(try await consumer.committedOffsets(for: missing)) { followed, _ in followed }
-        }
-        try followed.withLock { followed throws(KafkaError) in
-            guard !runner.isClosed else { return }
-            try follower.assign(partitions, offsets: offsets)
-            try follower.pause(partitions)
-            followed.insert(runner.number)
-        }
-    }
-
-    private func take(_ number: Int32) {
-        let runner = PartitionRunner(
-            number: number, configuration: configuration.partitionDispatcher, eventLoop: eventLoops.next(),
-            services: services)
-        // Under the ownership lock (then the table's): a revocation handled
-        // on the poll thread meanwhile either finds this runner and releases
-        // it, or has released the partition already and it is not installed.
-        let installed: (Bool, PartitionRunner?) = ownership.withLock { ownership in
-            guard ownership.phase(of: number) == .restoring else { return (false, nil) }
-            return (true, table.withLock { table in
-                defer { table.runners[number] = runner }
-                return table.runners[number]
-            })
-        }
-        installed.1?.close()
-        guard installed.0 else {
-            runner.close()
-            return
-        }
-        do { try pause([number]) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
-        logger.info("Partition assigned; restoring its state and tokens", metadata: ["kafka.partition": "\(number)"])
-        stage.schedule { [self] in await restore(runner) }
-    }
-
-    /// A restored partition's records flow, unless back-pressure holds the
-    /// worker's partitions: one catching up reads on while others are
-    /// paused, as its held pushes wait for the end of its replay.
-    private func resumeRestored(_ number: Int32) {
-        guard let runner = runner(number) else { return }
-        gate.withLock { gate in
-            guard !gate.isPaused || runner.isCatchingUp else { return }
-            gate.released(number)
-            try? resume([number])
-        }
-    }
-
     /// Shares the worker's limit on sends in flight
     /// (`limits.max_in_flight_per_worker`) among the partitions it owns, by
     /// their demand (``SendLimitShares``); a partition whose share is
@@ -405,13 +280,13 @@ public final class Dispatcher: Service, Sendable {
     /// Publishes how many partitions this worker owns and how many of them
     /// are still restoring; returns the latter.
     @discardableResult
-    private func reportPartitions() -> Int {
+    func reportPartitions() -> Int {
         let status = status
         metrics.partitions(owned: status.partitions.count, restoring: status.restoring.count, releasing: status.releasing.count)
         return status.restoring.count
     }
 
-    private var services: DispatchServices {
+    var services: DispatchServices {
         DispatchServices(
             clock: clock, jitter: { Double.random(in: 0..<1) }, sender: sender,
             channels: { [channels] request, done in
@@ -442,70 +317,6 @@ public final class Dispatcher: Service, Sendable {
             },
             countOutstanding: { [self] delta in outstandingTotal.add(delta, ordering: .relaxed).newValue },
             outstandingMoved: { [self] total in outstandingMoved(to: total) })
-    }
-
-    private func followerPartitions(_ number: Int32) -> [TopicPartition] {
-        [.tokens, .starts].map { TopicPartition(topic: configuration.topic($0), partition: number) }
-    }
-
-    /// Stops fetching the partitions' commands, tokens and starts.
-    private func pause(_ numbers: [Int32]) throws(KafkaError) {
-        try consumer.pause(numbers.map { TopicPartition(topic: configuration.topic(.commands), partition: $0) })
-        try follower.pause(numbers.flatMap(followerPartitions))
-    }
-
-    private func resume(_ numbers: [Int32]) throws(KafkaError) {
-        try consumer.resume(numbers.map { TopicPartition(topic: configuration.topic(.commands), partition: $0) })
-        try follower.resume(numbers.flatMap(followerPartitions))
-    }
-
-    /// Reads the partition's `state` and `token-store` changelogs to their end, then lets its records flow.
-    private func restore(_ runner: PartitionRunner) async {
-        let number = runner.number
-        let started = ContinuousClock.now
-        var attempt = 0
-        // A stage shutting down cancels its jobs: a restore still under way stops.
-        while !runner.isClosed, !Task.isCancelled {
-            do {
-                var states = 0
-                var tokens = 0
-                try await follow(runner)
-                let followed = ContinuousClock.now
-                // The previous owner may have pushed any state of the commands
-                // up to the partition's end now: hold pushes until they are read.
-                let commandsEnd = try await reader.endOffset(topic: configuration.topic(.commands), partition: number)
-                runner.restoring { $0.holdPushes(untilCommandOffset: commandsEnd) }
-                // A batch of the reader's under one lock take.
-                try await reader.readBatchesToEnd(topic: configuration.topic(.state), partition: number) { records in
-                    runner.restoring { machine in
-                        for record in records { machine.restoreState(key: String(decoding: record.key ?? [], as: UTF8.self), value: record.value) }
-                    }
-                    states += records.count
-                }
-                try await reader.readBatchesToEnd(topic: configuration.topic(.tokenStore), partition: number) { records in
-                    runner.restoring { machine in
-                        for record in records { machine.restoreToken(key: record.key ?? [], value: record.value) }
-                    }
-                    tokens += records.count
-                }
-                let read = ContinuousClock.now
-                guard runner.finishRestore() else { return }
-                perform(ownership.withLock { $0.restored(number, now: clock()) })
-                // The last restore done: the records it fetched are free.
-                if reportPartitions() == 0 { MallocTuning.releaseFreeMemory() }
-                logger.info("Partition restored", metadata: [
-                    "kafka.partition": "\(number)", "restore.states": "\(states)", "restore.tokens": "\(tokens)",
-                    "restore.seconds": "\(String(format: "%.3f", (ContinuousClock.now - started).seconds))",
-                    "restore.install_seconds": "\(String(format: "%.3f", (ContinuousClock.now - read).seconds))",
-                    "restore.follow_seconds": "\(String(format: "%.3f", (followed - started).seconds))",
-                ])
-                return
-            } catch {
-                attempt += 1
-                logger.error("Restoring a partition failed; retrying", metadata: ["kafka.partition": "\(number)", "kafka.error": "\(error)", "restore.attempt": "\(attempt)"])
-                try? await Task.sleep(for: .seconds(Backoff.partitionRestore.ceiling(attempt: attempt)))
-            }
-        }
     }
 
     // MARK: I/O for the runners

@@ -1,0 +1,195 @@
+import Foundation
+import Kafka
+import LiveDispatchCore
+
+/// How partitions move in and out of this worker: ``PartitionOwnership``
+/// decides, these functions do the I/O (a new runner and its restore, the
+/// co-partitions followed and let go, the release on revocation).
+extension Dispatcher {
+    func perform(_ actions: [PartitionOwnership.Action]) {
+        for action in actions {
+            switch action {
+            case .take(let number):
+                take(number)
+            case .resume(let number):
+                resumeRestored(number)
+            case .quiesce(let number):
+                runner(number)?.quiesce()
+            case .release(let number, let commit):
+                release(number, commit: commit)
+            case .observe(let observation):
+                metrics.handover(observation)
+                switch observation {
+                case .takenOver(let number, let seconds):
+                    logger.info("Partition taken over", metadata: ["kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))"])
+                case .released(let number, let seconds, let settled):
+                    logger.info("Partition released", metadata: [
+                        "kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))", "handover.settled": "\(settled)",
+                    ])
+                }
+            }
+        }
+        reportPartitions()
+    }
+
+    /// The revocation handler, on the group consumer's poll thread: releases
+    /// the revoked partitions before the consumer commits and unassigns them,
+    /// waiting (within `shutdown.release_timeout`) for the sends and writes
+    /// under way in those it owned.
+    func revoking(_ partitions: [TopicPartition], lost: Bool) {
+        let numbers = partitions.filter { $0.topic == configuration.topic(.commands) }.map(\.partition)
+        perform(ownership.withLock { $0.revoked(numbers, lost: lost, now: clock()) })
+        while true {
+            let releasing = ownership.withLock { $0.partitions(in: .releasing) }
+            guard !releasing.isEmpty else { return }
+            let settled = releasing.filter { runner($0)?.isSettled ?? true }
+            let actions = ownership.withLock { ownership in
+                let now = clock()
+                return settled.flatMap { ownership.settled($0, now: now) } + ownership.timerFired(now: now)
+            }
+            perform(actions)
+            if actions.isEmpty { usleep(1_000) }
+        }
+    }
+
+    /// Lets a partition go: its machine closes (taking its records in
+    /// progress out of the count) and, unless the assignment was lost, what
+    /// it finished is committed; its co-partitions are no longer read.
+    func release(_ number: Int32, commit: Bool) {
+        let runner = ownership.withLock { _ in table.withLock { $0.runners.removeValue(forKey: number) } }
+        runner?.close()
+        gate.withLock { $0.released(number) }
+        if commit {
+            do { try follower.commitBlocking() } catch {
+                logger.warning("Committing a released partition's tokens and starts failed; the next owner reads them again", metadata: [
+                    "kafka.partition": "\(number)", "kafka.error": "\(error)",
+                ])
+            }
+        }
+        followed.withLock { followed in
+            followed.remove(number)
+            do { try follower.unassign(followerPartitions(number)) } catch {
+                logger.warning("Unassigning a released partition's tokens and starts failed", metadata: ["kafka.partition": "\(number)", "kafka.error": "\(error)"])
+            }
+        }
+    }
+
+    /// Starts reading the partition's tokens and starts from where the
+    /// group left them (paused until its restore ends). A partition never
+    /// followed before reads from the offsets the group committed for them
+    /// when it still consumed them itself, else from the beginning.
+    func follow(_ runner: PartitionRunner) async throws(KafkaError) {
+        let partitions = followerPartitions(runner.number)
+        var offsets = try await follower.committedOffsets(for: partitions)
+        let missing = partitions.filter { offsets[$0] == nil }
+        if !missing.isEmpty {
+            offsets.merge(try await consumer.committedOffsets(for: missing)) { followed, _ in followed }
+        }
+        try followed.withLock { followed throws(KafkaError) in
+            guard !runner.isClosed else { return }
+            try follower.assign(partitions, offsets: offsets)
+            try follower.pause(partitions)
+            followed.insert(runner.number)
+        }
+    }
+
+    func take(_ number: Int32) {
+        let runner = PartitionRunner(
+            number: number, configuration: configuration.partitionDispatcher, eventLoop: eventLoops.next(),
+            services: services)
+        // Under the ownership lock (then the table's): a revocation handled
+        // on the poll thread meanwhile either finds this runner and releases
+        // it, or has released the partition already and it is not installed.
+        let installed: (Bool, PartitionRunner?) = ownership.withLock { ownership in
+            guard ownership.phase(of: number) == .restoring else { return (false, nil) }
+            return (true, table.withLock { table in
+                defer { table.runners[number] = runner }
+                return table.runners[number]
+            })
+        }
+        installed.1?.close()
+        guard installed.0 else {
+            runner.close()
+            return
+        }
+        do { try pause([number]) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
+        logger.info("Partition assigned; restoring its state and tokens", metadata: ["kafka.partition": "\(number)"])
+        stage.schedule { [self] in await restore(runner) }
+    }
+
+    /// A restored partition's records flow, unless back-pressure holds the
+    /// worker's partitions: one catching up reads on while others are
+    /// paused, as its held pushes wait for the end of its replay.
+    func resumeRestored(_ number: Int32) {
+        guard let runner = runner(number) else { return }
+        gate.withLock { gate in
+            guard !gate.isPaused || runner.isCatchingUp else { return }
+            gate.released(number)
+            try? resume([number])
+        }
+    }
+
+    func followerPartitions(_ number: Int32) -> [TopicPartition] {
+        [.tokens, .starts].map { TopicPartition(topic: configuration.topic($0), partition: number) }
+    }
+
+    /// Stops fetching the partitions' commands, tokens and starts.
+    func pause(_ numbers: [Int32]) throws(KafkaError) {
+        try consumer.pause(numbers.map { TopicPartition(topic: configuration.topic(.commands), partition: $0) })
+        try follower.pause(numbers.flatMap(followerPartitions))
+    }
+
+    func resume(_ numbers: [Int32]) throws(KafkaError) {
+        try consumer.resume(numbers.map { TopicPartition(topic: configuration.topic(.commands), partition: $0) })
+        try follower.resume(numbers.flatMap(followerPartitions))
+    }
+
+    /// Reads the partition's `state` and `token-store` changelogs to their end, then lets its records flow.
+    func restore(_ runner: PartitionRunner) async {
+        let number = runner.number
+        let started = ContinuousClock.now
+        var attempt = 0
+        // A stage shutting down cancels its jobs: a restore still under way stops.
+        while !runner.isClosed, !Task.isCancelled {
+            do {
+                var states = 0
+                var tokens = 0
+                try await follow(runner)
+                let followed = ContinuousClock.now
+                // The previous owner may have pushed any state of the commands
+                // up to the partition's end now: hold pushes until they are read.
+                let commandsEnd = try await reader.endOffset(topic: configuration.topic(.commands), partition: number)
+                runner.restoring { $0.holdPushes(untilCommandOffset: commandsEnd) }
+                // A batch of the reader's under one lock take.
+                try await reader.readBatchesToEnd(topic: configuration.topic(.state), partition: number) { records in
+                    runner.restoring { machine in
+                        for record in records { machine.restoreState(key: String(decoding: record.key ?? [], as: UTF8.self), value: record.value) }
+                    }
+                    states += records.count
+                }
+                try await reader.readBatchesToEnd(topic: configuration.topic(.tokenStore), partition: number) { records in
+                    runner.restoring { machine in
+                        for record in records { machine.restoreToken(key: record.key ?? [], value: record.value) }
+                    }
+                    tokens += records.count
+                }
+                let read = ContinuousClock.now
+                guard runner.finishRestore() else { return }
+                perform(ownership.withLock { $0.restored(number, now: clock()) })
+                // The last restore done: the records it fetched are free.
+                if reportPartitions() == 0 { MallocTuning.releaseFreeMemory() }
+                logger.info("Partition restored", metadata: [
+                    "kafka.partition": "\(number)", "restore.states": "\(states)", "restore.tokens": "\(tokens)",
+                    "restore.seconds": "\(String(format: "%.3f", (ContinuousClock.now - started).seconds))",
+                    "restore.install_seconds": "\(String(format: "%.3f", (ContinuousClock.now - read).seconds))",
+                    "restore.follow_seconds": "\(String(format: "%.3f", (followed - started).seconds))",
+                ])
+                return
+            } catch {
+                attempt += 1
+                logger.error("Restoring a partition failed; retrying", metadata: ["kafka.partition": "\(number)", "kafka.error": "\(error)", "restore.attempt": "\(attempt)"])
+                try? await Task.sleep(for: .seconds(Backoff.partitionRestore.ceiling(attempt: attempt)))
+            }
+        }
+    }
+}
