@@ -35,16 +35,45 @@ final class RDKafkaPartitionReader: Sendable {
         rd_kafka_poll_set_consumer(handle.pointer)
     }
 
-    /// The partition's end offset (its high watermark) now; blocks up to the timeout.
+    /// The partition's end offset now: the offset after its last record;
+    /// blocks up to the timeout. ListOffsets' answer is checked by fetching
+    /// from it to the end of the partition, as a restore does: some brokers
+    /// (Tansu) answer it with the base offset of the last batch, short of
+    /// the records in that batch.
     func endOffset(topic: String, partition: Int32, timeoutMilliseconds: Int32) -> Result<Int64, KafkaError> {
         defer { _ = rd_kafka_consumer_close(handle.pointer) }
+        let rk = handle.pointer
         var low: Int64 = 0
         var high: Int64 = 0
-        let error = rd_kafka_query_watermark_offsets(handle.pointer, topic, partition, &low, &high, timeoutMilliseconds)
+        let error = rd_kafka_query_watermark_offsets(rk, topic, partition, &low, &high, timeoutMilliseconds)
         guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
             return .failure(KafkaError(code: .restore, message: "could not read the end offset of \(topic)[\(partition)]", error: error))
         }
-        return .success(high)
+        guard high > low else { return .success(high) }
+        let list = RDKafkaPartitionList.make([TopicPartition(topic: topic, partition: partition)], offsets: [high])
+        let assignError = rd_kafka_assign(rk, list)
+        rd_kafka_topic_partition_list_destroy(list)
+        guard assignError == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            return .failure(KafkaError(code: .restore, message: "could not assign \(topic)[\(partition)]", error: assignError))
+        }
+        let clock = ContinuousClock()
+        let deadline = clock.now + .milliseconds(Int64(timeoutMilliseconds))
+        var end = high
+        while clock.now < deadline {
+            guard let message = rd_kafka_consumer_poll(rk, 100) else { continue }
+            defer { rd_kafka_message_destroy(message) }
+            switch message.pointee.err {
+            case RD_KAFKA_RESP_ERR_NO_ERROR:
+                end = max(end, message.pointee.offset + 1)
+            case RD_KAFKA_RESP_ERR__PARTITION_EOF:
+                return .success(max(end, message.pointee.offset))
+            default:
+                continue
+            }
+        }
+        return .failure(KafkaError(
+            code: .restore, message: "no end of \(topic)[\(partition)] reached within \(timeoutMilliseconds) ms; is the partition leader reachable?",
+            isRetryable: true))
     }
 
     /// Reads (blocking) and pushes records, then `.caughtUp` or `.failed`; stops early when the reader is gone.
