@@ -136,8 +136,11 @@ final class ChildProcess: Sendable {
     /// `VmRSS` of the process: its resident set now, in MB (nan once gone).
     func residentMegabytes() -> Double { statusMegabytes("VmRSS:") }
 
-    private func statusMegabytes(_ field: String) -> Double {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+    private func statusMegabytes(_ field: String) -> Double { Self.statusMegabytes(field, process: String(process.processIdentifier)) }
+
+    /// A size field of `/proc/PROCESS/status` (`self` for this process), in MB; nan when unreadable.
+    static func statusMegabytes(_ field: String, process: String) -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/\(process)/status", encoding: .utf8),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
               let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
         else { return .nan }

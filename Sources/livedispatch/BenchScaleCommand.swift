@@ -110,7 +110,9 @@ struct BenchScaleCommand: AsyncParsableCommand {
         emit("scale: \(activities) activities, \(tokens) tokens, \(rate) events/s, \(partitions) partitions, workers \(counts.map(String.init).joined(separator: "→")), \(stepSeconds) s per step, window \(window)")
         let stack = try await BenchStack.start(
             directory: directory, prefix: prefix, partitions: partitions, rules: rules, ruleTopics: ruleTopics,
-            simulatorOptions: ["--record", recordPath], workers: counts[0], broker: bootstrapServers, window: window, logger: logger)
+            simulatorOptions: ["--record", recordPath], workers: counts[0], broker: bootstrapServers, window: window,
+            // A broker falling behind makes a plain producer retry, which can reorder a match's events.
+            idempotentProducer: true, logger: logger)
         defer { stack.stop() }
         let failed: Bool
         do {
@@ -229,7 +231,11 @@ private struct ScaleRun {
             try await group.waitForAll()
             return (steps, loadStart...Date().timeIntervalSince1970)
         }
-        try await producer.flush()
+        do {
+            try await producer.flush(timeout: .seconds(command.drainTimeout))
+        } catch {
+            throw BenchError(description: "the broker did not take the events published within --drain-timeout (\(error)); offer fewer (--rate)")
+        }
         let drained = try await drain(monitor: monitor, fleet: fleet)
         return report(steps: steps, load: load, record: monitor.record, drained: drained)
     }
@@ -259,7 +265,7 @@ private struct ScaleRun {
                     refused += 1
                 }
             }
-            monitor.published(slice)
+            monitor.published(slice, backlog: producer.outstandingRecords)
             try? await Task.sleep(for: .milliseconds(10))
         }
         emit("published \(offered - refused) events\(refused > 0 ? ", \(refused) refused by the producer's full queue" : "")")
@@ -321,13 +327,16 @@ private struct ScaleRun {
             let gap = step.moved.map { record.longestGap(partition: $0, endingWithin: step.start...step.end) }.max()
             if let value = unmoved.value { unmovedWorst = max(unmovedWorst ?? 0, value) }
             if let gap { gapWorst = max(gapWorst ?? 0, gap) }
+            let backlog = record.producerBacklog(within: step.start...step.end)
             let exits = step.stopped.map { stopped in
                 stopped.signal + " " + (stopped.exitSeconds.map { String(format: "exited after %.1f s", $0) } ?? "still running at the step's end")
             }
             emit(
                 "step \(step.from)→\(step.to): moved \(step.moved.count) of \(command.partitions) partitions; unmoved partitions p99 \(unmoved.text); "
                     + "moved partitions without pushes for max \(milliseconds(gap)); all owned again after \(String(format: "%.1f", step.settledSeconds)) s"
-                    + (exits.isEmpty ? "" : "; stopped: \(exits.joined(separator: ", "))"))
+                    + (exits.isEmpty ? "" : "; stopped: \(exits.joined(separator: ", "))")
+                    // Over a second of events waiting in this process: the broker fell behind, and the latency shows it.
+                    + (backlog > command.rate ? "; up to \(backlog) events waited in this process's producer" : ""))
         }
         let lost = record.lostActivities
         emit(
@@ -336,7 +345,9 @@ private struct ScaleRun {
         emit(
             "pushes: \(record.pushes)\(record.unknown > 0 ? ", \(record.unknown) to unknown tokens or without a score" : "")"
                 + (drained ? "" : "; the drain timed out after \(Int(command.drainTimeout)) s")
-                + String(format: "; this process used %.1f s of CPU", ThreadCPUTime.processSeconds()))
+                + String(
+                    format: "; this process used %.1f s of CPU, peak RSS %.0f MB", ThreadCPUTime.processSeconds(),
+                    ChildProcess.statusMegabytes("VmHWM:", process: "self")))
         return record.olderAfterNewer > 0 || lost > 0
     }
 }
@@ -361,19 +372,23 @@ private final class ScaleMonitor: Sendable {
 
     func read<T>(_ property: (ScaleRecord) -> T) -> T { state.withLock { property($0) } }
 
-    func published(_ events: [(activity: Int, at: Double)]) {
-        guard !events.isEmpty else { return }
+    /// Records the publication of `events`, and the records the producer held then.
+    func published(_ events: [(activity: Int, at: Double)], backlog: Int) {
+        let now = Date().timeIntervalSince1970
         state.withLock { record in
             for event in events { _ = record.published(event.activity, at: event.at) }
+            record.producerHeld(backlog, at: now)
         }
     }
 
-    /// Reads the pushes recorded since the last call (parsed outside the record's lock).
+    /// Reads the pushes recorded since the last call, a few megabytes at a
+    /// time (parsed outside the record's lock).
     func poll() {
-        let pushes = lines.withLock { $0.read() }.compactMap(RecordedPushLine.init)
-        guard !pushes.isEmpty else { return }
-        state.withLock { record in
-            for push in pushes { record.received(push) }
+        while case let lines = lines.withLock({ $0.read() }), !lines.isEmpty {
+            let pushes = lines.compactMap(RecordedPushLine.init)
+            state.withLock { record in
+                for push in pushes { record.received(push) }
+            }
         }
     }
 }

@@ -20,7 +20,8 @@ struct BenchStack {
 
     static func start(
         directory: URL, prefix: String, partitions: Int, rules: String, ruleTopics: [String], simulatorOptions: [String],
-        workers: Int, broker: String? = nil, producerLinger: Duration = .milliseconds(5), window: String = "50ms", logger: Logger
+        workers: Int, broker: String? = nil, producerLinger: Duration = .milliseconds(5), window: String = "50ms",
+        idempotentProducer: Bool = false, logger: Logger
     ) async throws -> BenchStack {
         let kafka: ChildProcess?
         if broker == nil {
@@ -65,6 +66,7 @@ struct BenchStack {
                 try await fleet.start(workers)
                 var configuration = KafkaProducerConfiguration(client: KafkaClientConfiguration(bootstrapServers: [bootstrap], properties: ["log_level": "3"]))
                 configuration.linger = producerLinger
+                configuration.idempotent = idempotentProducer
                 configuration.maxQueuedRecords = 1_000_000
                 let producer = try KafkaProducer(configuration: configuration, logger: logger)
                 return BenchStack(kafka: kafka, simulator: started, fleet: fleet, producer: producer, bootstrap: bootstrap)

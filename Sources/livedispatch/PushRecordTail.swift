@@ -23,10 +23,12 @@ final class PushRecordTail: Sendable {
     /// Reads what was appended since the last call.
     func poll() {
         state.withLock { state in
-            for line in state.lines.read() {
-                guard let push = RecordedPushLine(line) else { continue }
-                state.audit.record(token: push.token, state: DeliveryAudit.State(version: push.score, ended: push.ended))
-                state.lastDeliveryAt = .now
+            while case let lines = state.lines.read(), !lines.isEmpty {
+                for line in lines {
+                    guard let push = RecordedPushLine(line) else { continue }
+                    state.audit.record(token: push.token, state: DeliveryAudit.State(version: push.score, ended: push.ended))
+                    state.lastDeliveryAt = .now
+                }
             }
         }
     }
@@ -43,12 +45,13 @@ struct AppendedLines {
         self.path = path
     }
 
-    /// The lines completed since the last call, without their line breaks;
-    /// none while the file does not exist.
-    mutating func read() -> [ArraySlice<UInt8>] {
+    /// The lines completed since the last call, without their line breaks,
+    /// from at most `limit` bytes read (call again for the rest); none while
+    /// the file does not exist or nothing was appended.
+    mutating func read(limit: Int = 8 << 20) -> [ArraySlice<UInt8>] {
         guard let handle = FileHandle(forReadingAtPath: path) else { return [] }
         defer { try? handle.close() }
-        guard (try? handle.seek(toOffset: offset)) != nil, let data = try? handle.readToEnd(), !data.isEmpty else { return [] }
+        guard (try? handle.seek(toOffset: offset)) != nil, let data = try? handle.read(upToCount: limit), !data.isEmpty else { return [] }
         offset += UInt64(data.count)
         var bytes = partial
         bytes.append(contentsOf: data)

@@ -31,6 +31,8 @@ struct ScaleRecord {
     /// Pushes to tokens the run did not register, or without a score.
     private(set) var unknown = 0
     private(set) var lastPushAt: Double?
+    /// Records the benchmark's producer held (queued or in flight), sampled as it publishes.
+    private var backlog: [(at: Double, records: Int)] = []
 
     init(activities: Int, tokens: Int, partitions: Int) {
         self.activities = activities
@@ -53,6 +55,15 @@ struct ScaleRecord {
         publishedAt[activity].append(time)
         firstPushAt[activity].append(.nan)
         return publishedAt[activity].count
+    }
+
+    mutating func producerHeld(_ records: Int, at time: Double) {
+        backlog.append((time, records))
+    }
+
+    /// The most records the benchmark's producer held within `window`.
+    func producerBacklog(within window: ClosedRange<Double>) -> Int {
+        backlog.filter { window.contains($0.at) }.map(\.records).max() ?? 0
     }
 
     /// Records one accepted push, in the order the simulator accepted them.
