@@ -26,7 +26,9 @@ struct BenchScaleCommand: AsyncParsableCommand {
             --steps in turn: it starts workers, or stops the most recently started ones with SIGTERM (at the first \
             decrease, one of them with SIGKILL; it does not wait for them to exit), waits until the other workers own \
             every `commands` partition between them, none restoring (their /status, polled every 100 ms), and keeps \
-            the load on until --step-seconds after the change began (or until then, when that took longer). \
+            the load on until --step-seconds after the change began (the next change follows at once when the \
+            partitions took longer to be owned again). The events' producer is idempotent, so a lagging broker \
+            cannot reorder a match's events. \
             Once the load stops it waits until every token holds its match's final score, or nothing was pushed for \
             10 s with nothing in progress, or --drain-timeout.
 
