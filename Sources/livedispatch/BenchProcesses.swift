@@ -68,6 +68,7 @@ final class ChildProcess: Sendable {
     let log: String
     private let input = Pipe()
     private let output = OutputBuffer()
+    private let exit = ExitRecord()
     private let captured: Pipe?
 
     init(_ arguments: [String], log: String, captureOutput: Bool) throws {
@@ -93,10 +94,15 @@ final class ChildProcess: Sendable {
             captured = nil
             process.standardOutput = logHandle
         }
+        let exit = self.exit
+        process.terminationHandler = { _ in exit.at.withLock { $0 = .now } }
         try process.run()
     }
 
     var isRunning: Bool { process.isRunning }
+
+    /// When the process was seen to exit; nil while it runs.
+    var exitedAt: ContinuousClock.Instant? { exit.at.withLock { $0 } }
 
     /// Complete lines of standard output so far.
     var outputLines: [String] {
@@ -130,8 +136,11 @@ final class ChildProcess: Sendable {
     /// `VmRSS` of the process: its resident set now, in MB (nan once gone).
     func residentMegabytes() -> Double { statusMegabytes("VmRSS:") }
 
-    private func statusMegabytes(_ field: String) -> Double {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+    private func statusMegabytes(_ field: String) -> Double { Self.statusMegabytes(field, process: String(process.processIdentifier)) }
+
+    /// A size field of `/proc/PROCESS/status` (`self` for this process), in MB; nan when unreadable.
+    static func statusMegabytes(_ field: String, process: String) -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/\(process)/status", encoding: .utf8),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
               let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
         else { return .nan }
@@ -140,18 +149,32 @@ final class ChildProcess: Sendable {
 
     /// SIGTERM (an orderly stop; standard input closed too), then waits for the exit.
     func stop() {
-        try? input.fileHandleForWriting.close()
-        guard process.isRunning else { return }
-        process.terminate()
+        let running = process.isRunning
+        sendTerminate()
+        guard running else { return }
         process.waitUntilExit()
         captured?.fileHandleForReading.readabilityHandler = nil
     }
 
     /// SIGKILL: the process ends at once, nothing drained or committed.
     func kill() {
+        let running = process.isRunning
+        sendKill()
+        guard running else { return }
+        process.waitUntilExit()
+    }
+
+    /// SIGTERM with standard input closed, without waiting for the exit.
+    func sendTerminate() {
+        try? input.fileHandleForWriting.close()
+        guard process.isRunning else { return }
+        process.terminate()
+    }
+
+    /// SIGKILL, without waiting for the exit.
+    func sendKill() {
         guard process.isRunning else { return }
         _ = Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
     }
 }
 
@@ -164,6 +187,9 @@ struct WorkerProcess {
     }
 
     var isRunning: Bool { child.isRunning }
+
+    /// When the worker was seen to exit; nil while it runs.
+    var exitedAt: ContinuousClock.Instant? { child.exitedAt }
 
     func waitUntilReady(admin: String, timeout: Double) async throws {
         try await waitUntil("the worker to be ready", timeout: .seconds(timeout), longestPause: .milliseconds(20)) {
@@ -185,9 +211,20 @@ struct WorkerProcess {
 
     /// SIGKILL, then waits for the exit.
     func kill() { child.kill() }
+
+    /// SIGTERM without waiting for the exit.
+    func sendTerminate() { child.sendTerminate() }
+
+    /// SIGKILL without waiting for the exit.
+    func sendKill() { child.sendKill() }
 }
 
 /// A child's standard output as it arrives, shared with the pipe's reading handler.
 private final class OutputBuffer: Sendable {
     let bytes = Mutex<[UInt8]>([])
+}
+
+/// When a child exited, shared with the process's termination handler.
+private final class ExitRecord: Sendable {
+    let at = Mutex<ContinuousClock.Instant?>(nil)
 }

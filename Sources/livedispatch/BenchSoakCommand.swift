@@ -176,6 +176,6 @@ struct WorkerProgress {
 
 /// Writes a line to standard output at once, also when it is a file
 /// (where `print` would hold it in a buffer until the run ends).
-private func emit(_ line: String) {
+func emit(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }

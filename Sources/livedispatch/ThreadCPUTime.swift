@@ -12,4 +12,12 @@ enum ThreadCPUTime {
         guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time) == 0 else { return 0 }
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
+
+    /// Seconds of CPU the whole process has used (`CLOCK_PROCESS_CPUTIME_ID`;
+    /// its child processes not included).
+    static func processSeconds() -> Double {
+        var time = timespec()
+        guard clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time) == 0 else { return 0 }
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
 }
