@@ -29,6 +29,11 @@ struct PartitionReaderTests {
         #expect(try await reader.readAll(topic: topic, partition: 0).isEmpty)
         // Records produced after the read started are not waited for.
         #expect(try await reader.readAll(topic: topic, partition: 2).count == 1)
+
+        // The end offset: after the last record, 0 for an empty partition.
+        #expect(try await reader.endOffset(topic: topic, partition: 1) == 50)
+        #expect(try await reader.endOffset(topic: topic, partition: 2) == 1)
+        #expect(try await reader.endOffset(topic: topic, partition: 0) == 0)
     }
 
     @Test func missingPartitionIsReported() async throws {
