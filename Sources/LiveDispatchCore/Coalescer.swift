@@ -331,6 +331,13 @@ public struct Coalescer: Sendable {
         return .flush(Self.flush(&entries.values[index], event: .update, command: nil, now: now, configuration: configuration))
     }
 
+    /// Flushes the update `activityID` holds now, before its window closes;
+    /// nil when it holds none.
+    public mutating func flushNow(_ activityID: ActivityID, now: UnixTime) -> Flush? {
+        guard let index = entries.index(forKey: activityID), entries.values[index].held != nil else { return nil }
+        return Self.flush(&entries.values[index], event: .update, command: nil, now: now, configuration: configuration)
+    }
+
     /// Flushes everything held at once, as on shutdown or revocation drain.
     public mutating func flushAll(now: UnixTime) -> [Flush] {
         var flushes: [Flush] = []

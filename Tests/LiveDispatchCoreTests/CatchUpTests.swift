@@ -37,6 +37,23 @@ struct CatchUpTests {
         #expect(harness.sent.map { $0.push.contentState["score"] } == [4, 5], "after the replay pushes flow as usual")
     }
 
+    @Test("the replay's last command still in its coalescing window when the replay ends is pushed with what was held, never after it", arguments: [false, true])
+    func lastCommandInItsWindow(drainInstead: Bool) {
+        var harness = DispatcherHarness(configuration: PartitionDispatcher.Configuration(coalescer: .init(window: 0.25), catchUpLimit: 30))
+        harness.dispatcher.holdPushes(untilCommandOffset: drainInstead ? 10 : 3)
+        var state = ActivityState(activityID: match, contentState: ["score": 1], version: 1, createdAt: harness.now, lastOffset: 0)
+        state.timestamp = harness.now
+        harness.restore(states: [state], tokens: [TokenRegistration(activityID: match, token: device)])
+        harness.command(1, update(2))
+        harness.advance(by: 0.5)
+        #expect(harness.sent.isEmpty, "score 2 flushed from its window and held by the catch-up")
+        // The previous owner may have pushed score 3: the new owner must not push 2 after it.
+        harness.command(2, update(3))
+        if drainInstead { harness.run(harness.dispatcher.drain(now: harness.now)) }
+        harness.advance(by: 0.5)
+        #expect(harness.sent.map { $0.push.contentState["score"] } == [3])
+    }
+
     @Test("pushes held past catchUpLimit go out with the newest state read so far")
     func limit() {
         var harness = takenOver(holdingUntil: 100)
