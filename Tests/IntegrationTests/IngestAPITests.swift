@@ -66,6 +66,12 @@ struct IngestAPITests {
         let registered = try httpRequest("POST", port: port, "/v1/tokens", headers: Self.bearer, body: #"{"activity_id": "match-http", "token": "\#(device)"}"#)
         #expect(registered.status == 202, "\(registered)")
         #expect(try JSONValue.parse(registered.body)["action"] == "register")
+        // A 202 means Kafka has the registration; `tokens` and `commands` are
+        // separate topics, so an update posted at once may be applied first
+        // (its alert then reaches no device). Wait until the worker stored it.
+        _ = try await waitFor("the registration on token-store") { () -> Bool? in
+            try await stack.read("livedispatch.token-store").contains { String(decoding: $0.value ?? [], as: UTF8.self).contains(device) } ? true : nil
+        }
 
         let update = try httpRequest(
             "POST", port: port, "/v1/activities/match-http/update", headers: Self.bearer.merging(["Idempotency-Key": "req-1"]) { $1 },
