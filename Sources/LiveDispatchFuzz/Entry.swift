@@ -53,7 +53,7 @@ struct ReplayCorpus {
             let value = flag + 1 < arguments.count ? arguments[flag + 1] : ""
             switch arguments[flag] {
             case "--mutate": mutateSeconds = Double(value).flatMap { $0 > 0 && $0 <= 86_400 ? $0 : nil }
-            case "--seed": seed = UInt64(value) ?? seed
+            case "--seed": seed = UInt64(value) ?? seed // not from a Double: parsed from text, nil when it does not fit
             case "--last-input": lastInputPath = value.isEmpty ? nil : value
             default: usage()
             }

@@ -320,7 +320,7 @@ private struct ScaleRun {
         }
         let firstChange = steps.first?.start ?? load.upperBound
         let steady = p99(max(load.lowerBound, firstChange - BenchScaleCommand.judgedSeconds)...firstChange, all)
-        emit("before the first change (\(counts[0]) worker\(counts[0] == 1 ? "" : "s")): p99 \(steady.text) over the last \(Int(BenchScaleCommand.judgedSeconds)) s")
+        emit("before the first change (\(counts[0]) worker\(counts[0] == 1 ? "" : "s")): p99 \(steady.text) over the last \(String(format: "%g", BenchScaleCommand.judgedSeconds)) s")
         var unmovedWorst: Double?
         var gapWorst: Double?
         for step in steps {

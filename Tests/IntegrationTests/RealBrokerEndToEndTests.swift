@@ -148,25 +148,21 @@ struct RealBrokerEndToEndTests {
 
         // Goals keep coming for every match while the second worker joins;
         // the first worker's share is sampled all along.
-        let load = Task {
+        // One round of goals, then one sample of the first worker's share,
+        // over and over: the processes each round starts (kcat, curl) pace it.
+        let load = Task { () -> (score: Int, samples: [(owned: Set<Int>, held: Set<Int>)]) in
             var score = 2
-            while !Task.isCancelled, score < 400 {
-                try stack.produce("sports.scores", matches.map { ($0, goal($0, home: score, away: 0)) })
-                score += 1
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            return score
-        }
-        let samples = Task {
             var samples: [(owned: Set<Int>, held: Set<Int>)] = []
-            while !Task.isCancelled {
+            while !Task.isCancelled, score < 5_000 {
+                try? stack.produce("sports.scores", matches.map { ($0, goal($0, home: score, away: 0)) })
+                score += 1
                 if let answer = try? adminGet(port: ports[0], "/status"), let json = try? JSONValue.parse(answer.body) {
                     func numbers(_ key: String) -> Set<Int> { Set(json[key]?.arrayValue?.compactMap { $0.integerValue.map(Int.init) } ?? []) }
                     samples.append((numbers("owned"), numbers("partitions")))
                 }
-                try? await Task.sleep(for: .milliseconds(25))
+                await Task.yield()
             }
-            return samples
+            return (score, samples)
         }
         let joined = Date().timeIntervalSince1970
         let second = try await stack.startWorker(
@@ -183,7 +179,7 @@ struct RealBrokerEndToEndTests {
             Date().timeIntervalSince1970 > settled + 1.5 ? true : nil
         }
         load.cancel()
-        let last = (try? await load.value) ?? 400
+        let (last, sampled) = await load.value
         try stack.produce("sports.scores", matches.map { ($0, goal($0, home: last + 1, away: 0)) })
         let final = try await waitFor("every match's device to reach the last goal", timeout: .seconds(40)) { () -> [[String: [RecordedLine]]]? in
             let pushes = records.map(RealBrokerStack.pushesByToken)
@@ -195,8 +191,6 @@ struct RealBrokerEndToEndTests {
             }
             return done ? pushes : nil
         }
-        samples.cancel()
-        let sampled = await samples.value
 
         // The partitions the first worker kept never left its hands: owned at
         // every sample from the second worker's start on.

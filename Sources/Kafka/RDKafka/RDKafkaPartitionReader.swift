@@ -57,7 +57,7 @@ final class RDKafkaPartitionReader: Sendable {
             return .failure(KafkaError(code: .restore, message: "could not assign \(topic)[\(partition)]", error: assignError))
         }
         let clock = ContinuousClock()
-        let deadline = clock.now + .milliseconds(Int64(timeoutMilliseconds))
+        let deadline = clock.now + .milliseconds(Int64(timeoutMilliseconds)) // not from a Double: an Int32 of milliseconds
         var end = high
         while clock.now < deadline {
             guard let message = rd_kafka_consumer_poll(rk, 100) else { continue }
