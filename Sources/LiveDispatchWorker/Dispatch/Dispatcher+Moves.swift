@@ -7,6 +7,12 @@ import LiveDispatchCore
 /// co-partitions followed and let go, the release on revocation).
 extension Dispatcher {
     func perform(_ actions: [PartitionOwnership.Action]) {
+        // Released partitions are let go together: one commit of what they finished.
+        let releases = actions.compactMap { action -> (number: Int32, commit: Bool)? in
+            if case .release(let number, let commit) = action { return (number, commit) }
+            return nil
+        }
+        if !releases.isEmpty { release(releases) }
         for action in actions {
             switch action {
             case .take(let number):
@@ -15,8 +21,8 @@ extension Dispatcher {
                 resumeRestored(number)
             case .quiesce(let number):
                 runner(number)?.quiesce()
-            case .release(let number, let commit):
-                release(number, commit: commit)
+            case .release:
+                break
             case .observe(let observation):
                 metrics.handover(observation)
                 switch observation {
@@ -52,24 +58,28 @@ extension Dispatcher {
         }
     }
 
-    /// Lets a partition go: its machine closes (taking its records in
-    /// progress out of the count) and, unless the assignment was lost, what
-    /// it finished is committed; its co-partitions are no longer read.
-    func release(_ number: Int32, commit: Bool) {
-        let runner = ownership.withLock { _ in table.withLock { $0.runners.removeValue(forKey: number) } }
-        runner?.close()
-        gate.withLock { $0.released(number) }
-        if commit {
+    /// Lets partitions go: their machines close (taking their records in
+    /// progress out of the count), what they finished is committed (once,
+    /// unless every assignment was lost), and their co-partitions are no
+    /// longer read.
+    func release(_ releases: [(number: Int32, commit: Bool)]) {
+        let numbers = releases.map(\.number)
+        for number in numbers {
+            let runner = ownership.withLock { _ in table.withLock { $0.runners.removeValue(forKey: number) } }
+            runner?.close()
+            gate.withLock { $0.released(number) }
+        }
+        if releases.contains(where: \.commit) {
             do { try follower.commitBlocking() } catch {
-                logger.warning("Committing a released partition's tokens and starts failed; the next owner reads them again", metadata: [
-                    "kafka.partition": "\(number)", "kafka.error": "\(error)",
+                logger.warning("Committing released partitions' tokens and starts failed; the next owner reads them again", metadata: [
+                    "kafka.partitions": "\(numbers)", "kafka.error": "\(error)",
                 ])
             }
         }
         followed.withLock { followed in
-            followed.remove(number)
-            do { try follower.unassign(followerPartitions(number)) } catch {
-                logger.warning("Unassigning a released partition's tokens and starts failed", metadata: ["kafka.partition": "\(number)", "kafka.error": "\(error)"])
+            followed.subtract(numbers)
+            do { try follower.unassign(numbers.flatMap(followerPartitions)) } catch {
+                logger.warning("Unassigning released partitions' tokens and starts failed", metadata: ["kafka.partitions": "\(numbers)", "kafka.error": "\(error)"])
             }
         }
     }
