@@ -35,10 +35,13 @@ public struct WorkerHTTPServer: Service {
         public var isReady: @Sendable () -> Bool
         /// The `/status` document.
         public var status: @Sendable () -> String
+        /// What `/readyz` says while not ready.
+        public var notReady: String
 
-        public init(isReady: @escaping @Sendable () -> Bool, status: @escaping @Sendable () -> String) {
+        public init(isReady: @escaping @Sendable () -> Bool, status: @escaping @Sendable () -> String, notReady: String = "restoring") {
             self.isReady = isReady
             self.status = status
+            self.notReady = notReady
         }
     }
 
@@ -91,6 +94,47 @@ public struct WorkerHTTPServer: Service {
         logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
         onProbeListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
+        let (host, port, probe) = try Self.addresses(listen: listen, probeListen: probeListen)
+        let api = WorkerAPI(
+            topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps,
+            currentState: currentState)
+        let (router, _) = try Self.router(
+            api: api, configuration: configuration, openReads: APIKeyTable.isLoopback(host: host), health: health, exposition: exposition, logger: logger)
+
+        self.init(
+            router: router, host: host, port: port, listen: listen, probe: probe, probeListen: probeListen, configuration: configuration,
+            health: health, exposition: exposition, logger: logger, onListening: onListening, onProbeListening: onProbeListening)
+    }
+
+    /// The server of a worker still waiting for Kafka
+    /// (``WorkerWaitingComponents``): the health routes alone, `/readyz`
+    /// 503, `/status` saying why Kafka cannot be reached; every other route
+    /// answers 503 `unavailable` with `Retry-After`.
+    public init(waiting components: WorkerWaitingComponents, exposition: Exposition?, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) throws {
+        let configuration = components.configuration
+        let (host, port, probe) = try Self.addresses(listen: configuration.admin.listen, probeListen: configuration.admin.probeListen)
+        let status = components.status
+        let health = Health(
+            isReady: { false },
+            status: {
+                let failure = status.lastFailure.map { ",\"kafka_error\":\(JSONValue.string($0).description)" } ?? ""
+                return "{\"phase\":\"connecting\",\"kafka_attempts\":\(status.attempts)\(failure),\"ready\":false}\n"
+            },
+            notReady: "waiting for Kafka")
+        let router = Hummingbird.Router(context: BasicRequestContext.self)
+        router.add(middleware: RequestHygieneMiddleware())
+        router.add(middleware: ErrorResponseMiddleware(logger: components.logger))
+        router.add(middleware: BodyLimitMiddleware(maxBytes: 0))
+        router.add(middleware: HealthRoutesOnly())
+        Self.addHealthRoutes(to: router, health: health, exposition: exposition)
+        self.init(
+            router: router, host: host, port: port, listen: configuration.admin.listen, probe: probe,
+            probeListen: configuration.admin.probeListen, configuration: configuration.http, health: health, exposition: exposition,
+            logger: components.logger, onListening: onListening, onProbeListening: { _ in })
+    }
+
+    /// The addresses of `admin.listen` and `admin.probe_listen` (none when empty).
+    static func addresses(listen: String, probeListen: String) throws -> (host: String, port: Int, probe: (host: String, port: Int)?) {
         guard let (host, port) = WorkerConfiguration.hostAndPort(listen, ports: 0...65535) else {
             throw WorkerStartError("admin.listen: expected host:port or [ipv6]:port, got \(listen.debugDescription)")
         }
@@ -101,12 +145,14 @@ public struct WorkerHTTPServer: Service {
             }
             probe = address
         }
-        let api = WorkerAPI(
-            topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps,
-            currentState: currentState)
-        let (router, _) = try Self.router(
-            api: api, configuration: configuration, openReads: APIKeyTable.isLoopback(host: host), health: health, exposition: exposition, logger: logger)
+        return (host, port, probe)
+    }
 
+    private init(
+        router: Hummingbird.Router<BasicRequestContext>, host: String, port: Int, listen: String, probe: (host: String, port: Int)?,
+        probeListen: String, configuration: WorkerConfiguration.HTTP, health: Health, exposition: Exposition?, logger: Logger,
+        onListening: @escaping @Sendable (Int) async -> Void, onProbeListening: @escaping @Sendable (Int) async -> Void
+    ) {
         // The loader keeps timeouts within 10 ms…24 h; a configuration built
         // in code is held to the same range rather than trapping on conversion.
         func bounded(_ seconds: Double) -> Duration { .milliseconds(Int64(min(max(seconds.isNaN ? 60 : seconds, 0.01), 86_400) * 1000)) }
@@ -247,10 +293,26 @@ public struct WorkerHTTPServer: Service {
         [
             ("/healthz", { _, _ in Self.text(.ok, "text/plain", Array("ok\n".utf8)) }),
             ("/readyz", { _, _ in
-                health.isReady() ? Self.text(.ok, "text/plain", Array("ready\n".utf8)) : Self.text(.serviceUnavailable, "text/plain", Array("restoring\n".utf8))
+                health.isReady() ? Self.text(.ok, "text/plain", Array("ready\n".utf8)) : Self.text(.serviceUnavailable, "text/plain", Array("\(health.notReady)\n".utf8))
             }),
             ("/metrics", { _, _ in Self.text(.ok, "text/plain; version=0.0.4", exposition?() ?? []) }),
             ("/status", { _, _ in Self.text(.ok, "application/json", Array(health.status().utf8)) }),
         ]
+    }
+}
+
+/// In front of the health routes of a worker waiting for Kafka: any other
+/// path is answered 503 `unavailable`, since nothing behind it works yet.
+struct HealthRoutesOnly<Context: RequestContext>: RouterMiddleware {
+    static var paths: Set<String> { ["/healthz", "/readyz", "/metrics", "/status"] }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard Self.paths.contains(request.uri.path) else {
+            return APIError(
+                status: .serviceUnavailable, code: "unavailable", message: "the worker has not reached Kafka yet; GET /status says why",
+                retryAfter: 5
+            ).response()
+        }
+        return try await next(request, context)
     }
 }

@@ -11,3 +11,10 @@ extension Backoff {
     /// doubling, at most 30 s, without jitter.
     static let partitionRestore = Backoff(base: 1, cap: 30, jitter: .none)
 }
+
+extension Backoff {
+    /// Between attempts to reach Kafka at start-up (a refused connection, a
+    /// failed TLS handshake or SASL login): 1 s, doubling, at most 30 s.
+    /// Each attempt itself waits up to 10 s for the brokers' metadata.
+    static let kafkaStartup = Backoff(base: 1, cap: 30, jitter: .none)
+}

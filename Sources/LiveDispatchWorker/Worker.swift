@@ -16,7 +16,7 @@ public struct WorkerStartError: Error, Sendable, CustomStringConvertible {
 }
 
 /// What the worker's HTTP server is built from (it lives in its own target,
-/// `LiveDispatchHTTP`, which the caller of ``Worker/start(configuration:options:logger:metrics:http:)`` links).
+/// `LiveDispatchHTTP`, which the caller of ``Worker/start(configuration:options:logger:metrics:http:waitingHTTP:)`` links).
 public struct WorkerHTTPComponents: Sendable {
     public let configuration: WorkerConfiguration
     public let dispatcher: Dispatcher
@@ -79,7 +79,8 @@ public final class Worker: Sendable {
 
     public static func start(
         configuration: WorkerConfiguration, options: Options = Options(), logger: Logger,
-        metrics: WorkerMetrics = WorkerMetrics(), http: WorkerHTTPServerFactory? = nil
+        metrics: WorkerMetrics = WorkerMetrics(), http: WorkerHTTPServerFactory? = nil,
+        waitingHTTP: WorkerWaitingHTTPServerFactory? = nil
     ) async throws -> Worker {
         let rules: RuleSetStore
         do {
@@ -108,7 +109,9 @@ public final class Worker: Sendable {
         let client = KafkaClientConfiguration(
             bootstrapServers: bootstrap.split(separator: ",").map(String.init), clientID: "livedispatch",
             properties: properties)
-        try await prepareTopics(configuration, rules: rules.current, client: client, embedded: embeddedCluster, logger: logger)
+        try await reachKafka(configuration: configuration, waitingHTTP: waitingHTTP, logger: logger) { [rules = rules.current, embeddedCluster] in
+            try await prepareTopics(configuration, rules: rules, client: client, embedded: embeddedCluster, logger: logger)
+        }
 
         // APNs: an in-process simulator, a simulator elsewhere, or Apple.
         let (sender, simulator) = try await makeSender(configuration, options: options, logger: logger)

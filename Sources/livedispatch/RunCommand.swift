@@ -86,7 +86,13 @@ struct RunCommand: AsyncParsableCommand {
                     try WorkerHTTPServer(components: components, exposition: { registry.emitToBuffer() }) { port in
                         printLine("console: \(Self.consoleAddress(listen: components.configuration.admin.listen, port: port))")
                     }
+                },
+                waitingHTTP: { components in
+                    try WorkerHTTPServer(waiting: components, exposition: { registry.emitToBuffer() })
                 })
+        } catch let stopped as WorkerStoppedBeforeStart {
+            FileHandle.standardOutput.write(Data("livedispatch: \(stopped)\n".utf8))
+            return
         } catch {
             FileHandle.standardError.write(Data("error: the worker cannot start: \(error)\n".utf8))
             throw ExitCode.failure

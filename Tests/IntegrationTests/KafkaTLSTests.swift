@@ -1,4 +1,5 @@
 import Foundation
+import LiveDispatchCore
 import Testing
 
 /// The worker against Kafka over TLS (and SASL), as managed Kafka requires:
@@ -36,9 +37,10 @@ struct KafkaTLSTests {
     }
 
     /// A worker that cannot get through to `stack`'s broker: within seconds
-    /// it logs why, naming the broker; `/readyz` never answers 200 (it answers
-    /// nothing before the worker has started); the worker gives up with
-    /// status 1 and an error that names the broker and the reason again.
+    /// it logs why, naming the broker; it keeps trying, serving its health
+    /// routes meanwhile: `/healthz` 200, `/readyz` 503 (never 200), `/status`
+    /// naming the broker and the reason, any other route 503; SIGTERM ends
+    /// it with status 0.
     static func expectRefused(_ worker: BackgroundProcess, stack: TLSBrokerStack, reason: String, adminPort: Int) async throws {
         let clock = ContinuousClock()
         let started = clock.now
@@ -46,18 +48,33 @@ struct KafkaTLSTests {
             worker.standardErrorLines.first { $0.contains(stack.bootstrap) && $0.contains(reason) }
         }
         #expect(clock.now - started < .seconds(5), "the first error came after \(clock.now - started): \(line)")
-        var answers: [Int] = []
-        let status = try await waitFor("the worker to give up", timeout: .seconds(60)) { () -> Int32? in
-            if let ready = try adminGet(port: adminPort, "/readyz") { answers.append(ready.status) }
-            return worker.isRunning ? nil : try await worker.stop()
+        let status = try await waitFor("/status naming the broker and the reason", timeout: .seconds(40)) { () -> String? in
+            if !worker.isRunning { throw WaitTimeout(what: "a running worker; it exited: \(worker.standardErrorLines.suffix(5))") }
+            guard let answer = try adminGet(port: adminPort, "/status"), answer.body.contains(reason) else { return nil }
+            return answer.body
         }
-        #expect(!answers.contains(200), "/readyz answered \(answers)")
-        #expect(status == 1)
-        let refusal = try #require(worker.standardErrorLines.first { $0.hasPrefix("error: the worker cannot start") })
-        #expect(refusal.contains(stack.bootstrap) && refusal.contains(reason), "\(refusal)")
+        let json = try JSONValue.parse(status)
+        #expect(json["phase"]?.stringValue == "connecting", "\(status)")
+        #expect(json["ready"] == .bool(false), "\(status)")
+        #expect(json["kafka_error"]?.stringValue?.contains(stack.bootstrap) == true, "\(status)")
+        #expect(try adminGet(port: adminPort, "/healthz")?.status == 200)
+        let ready = try #require(try adminGet(port: adminPort, "/readyz"))
+        #expect(ready.status == 503 && ready.body.hasPrefix("waiting for Kafka"), "\(ready)")
+        let other = try #require(try adminGet(port: adminPort, "/v1/activities/any"))
+        #expect(other.status == 503 && other.body.contains("unavailable"), "\(other)")
+        // It tries again rather than giving up.
+        try await waitFor("a second attempt that fails the same way", timeout: .seconds(60)) { () -> Bool? in
+            if let answer = try adminGet(port: adminPort, "/readyz") { #expect(answer.status == 503) }
+            let failures = worker.standardErrorLines.filter { $0.contains("Kafka cannot be reached") && $0.contains(reason) }
+            return failures.count >= 2 ? true : nil
+        }
+        let stopping = clock.now
+        #expect(try await worker.stop(timeout: .seconds(30)) == 0, "\(worker.standardErrorLines.suffix(5))")
+        #expect(clock.now - stopping < .seconds(15), "SIGTERM took \(clock.now - stopping)")
+        #expect(worker.standardOutputLines.contains { $0.contains("stopped before Kafka could be reached") }, "\(worker.standardOutputLines.suffix(3))")
     }
 
-    @Test("a CA that did not sign the broker's certificate: an error naming the broker and the failed verification within seconds, never ready")
+    @Test("a CA that did not sign the broker's certificate: an error naming the broker and the failed verification within seconds, not ready while it tries again, stopped by SIGTERM")
     func wrongCertificateAuthority() async throws {
         let stack = try await TLSBrokerStack()
         let adminPort = try freePort()

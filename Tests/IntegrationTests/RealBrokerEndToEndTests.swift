@@ -96,6 +96,41 @@ struct RealBrokerEndToEndTests {
         #expect(try await second.stop() == 0)
     }
 
+    @Test("a worker started before its broker is not ready while it cannot reach it, and starts by itself once the broker is there")
+    func waitsForTheBroker() async throws {
+        let port = try freePort(), adminPort = try freePort()
+        let directory = try TestPaths.temporaryDirectory("livedispatch-waits")
+        let library = try runProcess(["library-path"], executable: RealBrokerStack.script).standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+        let configuration = try writeWorkerConfiguration(
+            in: directory, bootstrap: "127.0.0.1:\(port)", group: "waits", partitions: 4, createTopics: true, sections: """
+                apns:
+                  endpoint: simulator
+                admin:
+                  listen: "127.0.0.1:\(adminPort)"
+                """)
+        let record = directory.appendingPathComponent("waits.jsonl")
+        let worker = try BackgroundProcess(
+            ["run", "--config", configuration, "--simulator-record", record.path], environment: ["LD_LIBRARY_PATH": library])
+        let status = try await waitFor("/status saying why Kafka cannot be reached", timeout: .seconds(40)) { () -> String? in
+            if !worker.isRunning { throw WaitTimeout(what: "a running worker; it exited: \(worker.standardErrorLines.suffix(5))") }
+            guard let answer = try adminGet(port: adminPort, "/status"), answer.body.contains("127.0.0.1:\(port)") else { return nil }
+            return answer.body
+        }
+        #expect(status.contains("\"phase\":\"connecting\""), "\(status)")
+        #expect(try adminGet(port: adminPort, "/readyz")?.status == 503)
+
+        let stack = try await RealBrokerStack(port: port)
+        let readiness = try await waitUntilReady(port: adminPort, timeout: .seconds(90))
+        #expect(readiness.phase != "connecting", "\(readiness)")
+        #expect(worker.standardErrorLines.contains { $0.contains("Kafka reached") })
+        let device = token(1, salt: 81)
+        try stack.register(device, for: "match-tansu-waits")
+        try stack.produce("sports.scores", [("tansu-waits", goal("tansu-waits", home: 1, away: 0, minute: 12, scorer: "Ito"))])
+        let push = try await waitFor("the first push", timeout: .seconds(60)) { RealBrokerStack.pushesByToken(record)[device]?.last }
+        #expect(push.contentState["teamOneScore"] == 1)
+        #expect(try await worker.stop() == 0, "\(worker.standardErrorLines.suffix(5))")
+    }
+
     @Test("two workers share the partitions: each activity is pushed by the worker that owns its partition")
     func twoWorkersSharePartitions() async throws {
         let stack = try await RealBrokerStack()

@@ -19,13 +19,14 @@ final class RealBrokerStack: Sendable {
 
     /// Starts a broker and creates the domain topics the shipped rules read;
     /// the workers create the internal topics (`kafka.create_topics: true`).
-    init(partitions: Int = 4) async throws {
+    /// `port`: the broker's port (default: a free one).
+    init(partitions: Int = 4, port: Int? = nil) async throws {
         directory = try TestPaths.temporaryDirectory("livedispatch-tansu")
         self.partitions = partitions
         let path = try runProcess(["library-path"], executable: Self.script)
         guard path.status == 0 else { throw WaitTimeout(what: "the newer librdkafka (run scripts/bootstrap): \(path.standardError)") }
         libraryPath = path.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
-        broker = try BackgroundProcess(["run"], executable: Self.script)
+        broker = try BackgroundProcess(["run"] + (port.map { ["--port", String($0)] } ?? []), executable: Self.script)
         let line = try await broker.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("bootstrap: ") }
         bootstrap = String(line.dropFirst("bootstrap: ".count))
         _ = try await broker.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("ready in") }
