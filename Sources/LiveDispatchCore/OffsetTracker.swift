@@ -82,6 +82,11 @@ public struct OffsetTracker: Sendable {
 
     public var assignedPartitions: [Partition] { partitions.keys.sorted() }
 
+    /// The last offset read from a partition, if any since its assignment.
+    public func lastRead(_ partition: Partition) -> Int64? {
+        partitions[partition]?.lastRead
+    }
+
     /// Starts tracking a partition (on assignment).
     public mutating func assign(_ partition: Partition) {
         if partitions[partition] == nil { partitions[partition] = PartitionState() }

@@ -171,8 +171,15 @@ struct RealBrokerEndToEndTests {
         let stack = try await RealBrokerStack()
         let ports = [try freePort(), try freePort()]
         let records = [stack.record("first"), stack.record("second")]
+        // The sports rules alone: the router group then has only the
+        // partitions the goals come through, and moves some of them too.
+        let rules = stack.directory.appendingPathComponent("sports-rules")
+        try FileManager.default.createDirectory(at: rules, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            at: TestPaths.repositoryRoot.appendingPathComponent("Config/rules/sports.yaml"), to: rules.appendingPathComponent("sports.yaml"))
         let first = try await stack.startWorker(
-            configuration: try stack.writeConfiguration(group: "moving", adminPort: ports[0]), record: records[0], restoring: stack.partitions)
+            configuration: try stack.writeConfiguration(group: "moving", adminPort: ports[0], rules: rules.path), record: records[0],
+            restoring: stack.partitions)
         let matches = (0..<12).map { "tansu-move-\($0)" }
         for (index, match) in matches.enumerated() { try stack.register(token(index, salt: 91), for: "match-\(match)") }
         try stack.produce("sports.scores", matches.map { ($0, goal($0, home: 1, away: 0)) })
@@ -201,7 +208,7 @@ struct RealBrokerEndToEndTests {
         }
         let joined = Date().timeIntervalSince1970
         let second = try await stack.startWorker(
-            configuration: try stack.writeConfiguration(group: "moving", adminPort: ports[1]), record: records[1], restoring: 1)
+            configuration: try stack.writeConfiguration(group: "moving", adminPort: ports[1], rules: rules.path), record: records[1], restoring: 1)
         let shares = try await waitFor("both workers ready with disjoint shares of every partition", timeout: .seconds(60)) { () -> [Set<Int>]? in
             let shares = try ports.map { port in try WorkerReadiness.of(port: port).flatMap { $0.phase == "ready" ? Set($0.partitions) : nil } }
             guard let one = shares[0], let two = shares[1], !one.isEmpty, !two.isEmpty, one.isDisjoint(with: two),
@@ -251,6 +258,15 @@ struct RealBrokerEndToEndTests {
             } else {
                 #expect(final[1][token(index, salt: 91)]?.isEmpty == false, "\(match) on moved partition \(partition) was never pushed by its new owner")
             }
+        }
+        // The goal partitions the router group moved were routed on by the
+        // first worker until the second routed them: that is what kept the
+        // kept partitions' activities pushing.
+        let started = first.standardErrorLines.filter { $0.contains("Routing a partition given up") }
+        #expect(!started.isEmpty, "the router group moved no goal partition")
+        try await waitFor("each hand-over to end once the new owner routes", timeout: .seconds(40)) { () -> Bool? in
+            let ended = first.standardErrorLines.filter { $0.contains("Stopped routing a partition given up") && $0.contains("newOwnerRoutes") }
+            return ended.count >= started.count ? true : nil
         }
         #expect(try await second.stop() == 0)
         #expect(try await first.stop() == 0)

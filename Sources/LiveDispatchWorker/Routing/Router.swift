@@ -15,6 +15,10 @@ import Synchronization
 /// fail (not JSON, too large, a rule error) go to `dead-letters` with the
 /// rule, the reason and the original record. An event's offset is committed
 /// once everything it produced is acknowledged.
+///
+/// A partition the group moves elsewhere is routed on from where this router
+/// stopped, without committing, until its new owner routes it
+/// (``RoutingHandOver``), so a rebalance leaves no domain partition unrouted.
 public final class Router: Service, Sendable {
     public typealias Observer = @Sendable (DeadLetter) -> Void
 
@@ -46,6 +50,14 @@ public final class Router: Service, Sendable {
     let topics: [String]
     private let state: Mutex<State>
     private let stage: ConsumerStage
+    /// Reads the partitions ``handOver`` keeps routing (no group, no commits).
+    private let lingering: KafkaConsumer
+    private let handOver = Mutex(RoutingHandOver<TopicPartition>(limit: Router.handOverLimit))
+    /// The longest a partition given up is routed on: long enough for a
+    /// broker's second cooperative round and the new owner's first commit.
+    static let handOverLimit = Duration.seconds(30)
+    /// How often the group's committed offsets of lingering partitions are read.
+    static let handOverCheck = Duration.milliseconds(250)
     /// Outputs that Kafka refused for now, waiting out their backoff.
     private let retries: RetryTimer
 
@@ -69,7 +81,13 @@ public final class Router: Service, Sendable {
         consumerConfiguration.offsetReset = .earliest
         consumerConfiguration.client.properties = WorkerConfiguration.lowLatencyConsumerProperties.merging(client.properties) { _, given in given }
         consumerConfiguration.groupInstanceID = configuration.kafka.instanceID.isEmpty ? nil : configuration.kafka.instanceID + ".router"
+        // A partition's previous owner routes it until this commit shows the new one does.
+        consumerConfiguration.autoCommitInterval = .seconds(1)
+        var lingeringConfiguration = consumerConfiguration
+        lingeringConfiguration.groupInstanceID = nil
+        lingeringConfiguration.autoCommitInterval = nil
         self.consumer = try KafkaConsumer(configuration: consumerConfiguration, topics: topics, logger: logger)
+        self.lingering = try KafkaConsumer(assigningManually: lingeringConfiguration, logger: logger)
         self.producer = producer
         self.logger = logger
         self.metrics = metrics
@@ -86,6 +104,8 @@ public final class Router: Service, Sendable {
     public func run() async throws {
         var sideTasks: [StageJob] = configuration.rules.reloadInterval > 0 ? [{ await self.reloadLoop() }] : []
         if downstream != nil { sideTasks.append { await self.watchDownstream() } }
+        sideTasks.append { await self.runLingering() }
+        sideTasks.append { await self.watchHandOver() }
         // Retries go on through the drain and stop with the stage: what
         // is still refused then stays uncommitted for the next owner.
         defer { retries.stop() }
@@ -101,18 +121,29 @@ public final class Router: Service, Sendable {
             }
             // Assigned while paused: they wait with the others.
             if paused { try? consumer.pause(partitions) }
+            let stops = handOver.withLock { handOver in partitions.compactMap { handOver.assigned($0) } }
+            perform(stops)
             assigned?()
-        case .revoked(let partitions, _):
-            state.withLock { state in
-                for partition in partitions { state.tracker.revoke(.init(topic: partition.topic, number: partition.partition)) }
+        case .revoked(let partitions, let lost):
+            let positions = state.withLock { state in
+                partitions.map { partition in
+                    let tracked = OffsetTracker.Partition(topic: partition.topic, number: partition.partition)
+                    defer { state.tracker.revoke(tracked) }
+                    return (partition, state.draining || lost ? nil : state.tracker.lastRead(tracked))
+                }
             }
+            let now = ContinuousClock.now
+            let starts = handOver.withLock { handOver in positions.compactMap { handOver.revoked($0.0, lastRead: $0.1, now: now) } }
+            perform(starts)
         case .record(let record):
             route(record)
         }
     }
 
     /// Evaluates one event and enqueues what it produces, in event order.
-    func route(_ record: KafkaRecord) {
+    /// `tracked`: read by the group's consumer, so its offset is committed
+    /// once its outputs are stored (not for a partition routed during a hand-over).
+    func route(_ record: KafkaRecord, tracked isTracked: Bool = true) {
         let now = UnixTime(seconds: Date().timeIntervalSince1970)
         let tracked = OffsetTracker.Partition(topic: record.topic, number: record.partition)
         metrics.recordConsumed(record.topic)
@@ -122,17 +153,17 @@ public final class Router: Service, Sendable {
         ])
         var deliveries: [(Output, Result<KafkaPendingDelivery, KafkaError>)] = []
         let gate: BackpressureGate.Action = state.withLock { state in
-            try? state.tracker.read(tracked, offset: record.offset)
+            if isTracked { try? state.tracker.read(tracked, offset: record.offset) }
             // Enqueued under the lock so that records keep the order of their events.
             for output in outputs { deliveries.append((output, enqueue(output))) }
             return state.backpressure(downstream: downstream?() ?? 0)
         }
         applyBackpressure(gate)
         guard !deliveries.isEmpty else {
-            complete(tracked, offset: record.offset)
+            if isTracked { complete(tracked, offset: record.offset) }
             return
         }
-        let event = RoutedEvent(record: record, partition: tracked, outputs: deliveries.count)
+        let event = RoutedEvent(record: record, partition: tracked, outputs: deliveries.count, tracked: isTracked)
         for (output, first) in deliveries { watch(output, first, event: event, attempt: 0) }
     }
 
@@ -141,11 +172,14 @@ public final class Router: Service, Sendable {
     final class RoutedEvent: Sendable {
         let record: KafkaRecord
         let partition: OffsetTracker.Partition
+        /// Whether its offset is committed when done.
+        let tracked: Bool
         private let remaining: Atomic<Int>
 
-        init(record: KafkaRecord, partition: OffsetTracker.Partition, outputs: Int) {
+        init(record: KafkaRecord, partition: OffsetTracker.Partition, outputs: Int, tracked: Bool) {
             self.record = record
             self.partition = partition
+            self.tracked = tracked
             self.remaining = Atomic(outputs)
         }
 
@@ -176,7 +210,7 @@ public final class Router: Service, Sendable {
     }
 
     private func stored(_ event: RoutedEvent) {
-        if event.stored() { complete(event.partition, offset: event.record.offset) }
+        if event.stored(), event.tracked { complete(event.partition, offset: event.record.offset) }
     }
 
     /// Kafka refused an output (after librdkafka's own retries), or its
@@ -288,9 +322,11 @@ public final class Router: Service, Sendable {
         case .none: return
         case .pause:
             try? consumer.pause(Array(consumer.assignment))
+            try? lingering.pause(Array(lingering.assignment))
             metrics.routerPaused(true)
         case .resume:
             try? consumer.resume(Array(consumer.assignment))
+            try? lingering.resume(Array(lingering.assignment))
             metrics.routerPaused(false)
         }
     }
@@ -336,8 +372,67 @@ public final class Router: Service, Sendable {
         }
     }
 
+    // MARK: Hand-over
+
+    private func perform(_ actions: [RoutingHandOver<TopicPartition>.Action]) {
+        for action in actions {
+            switch action {
+            case .start(let partition, let offset):
+                do {
+                    try lingering.assign([partition], offsets: [partition: offset])
+                    if state.withLock({ $0.gate.isPaused || $0.draining }) { try? lingering.pause([partition]) }
+                    logger.info("Routing a partition given up until its new owner routes it", metadata: [
+                        "kafka.partition": "\(partition)", "kafka.offset": "\(offset)",
+                    ])
+                } catch {
+                    logger.warning("Could not go on routing a partition given up", metadata: ["kafka.partition": "\(partition)", "error": "\(error)"])
+                }
+            case .stop(let partition, let reason):
+                try? lingering.unassign([partition])
+                logger.info("Stopped routing a partition given up", metadata: ["kafka.partition": "\(partition)", "router.reason": "\(reason)"])
+            }
+        }
+    }
+
+    /// Routes what the hand-over reader reads, without committing.
+    private func runLingering() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withTaskCancellationHandler {
+                    do {
+                        try await self.lingering.runUntilClosed()
+                    } catch {
+                        self.logger.warning("The hand-over reader stopped", metadata: ["error": "\(error)"])
+                    }
+                } onCancel: {
+                    self.lingering.close()
+                }
+            }
+            group.addTask {
+                for await event in self.lingering.events {
+                    if case .record(let record) = event { self.route(record, tracked: false) }
+                }
+            }
+        }
+    }
+
+    /// Ends each hand-over once the group's committed offset shows its new
+    /// owner routes the partition, or at its limit.
+    private func watchHandOver() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: Self.handOverCheck)
+            let partitions = handOver.withLock { $0.partitions }
+            guard !partitions.isEmpty else { continue }
+            let committed = (try? await lingering.committedOffsets(for: partitions, timeout: .seconds(2))) ?? [:]
+            let now = ContinuousClock.now
+            perform(handOver.withLock { $0.committed(committed) + $0.expire(now: now) })
+        }
+    }
+
     private func drain() async {
         state.withLock { $0.draining = true }
+        perform(handOver.withLock { $0.stop() })
+        lingering.close()
         let partitions = Array(consumer.assignment)
         try? consumer.pause(partitions)
         let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)

@@ -42,9 +42,10 @@ final class RealBrokerStack: Sendable {
     }
 
     /// Writes a worker configuration for this broker with the in-process APNs simulator.
-    func writeConfiguration(group: String = "tansu", adminPort: Int? = nil) throws -> String {
+    /// `rules`: a rules directory other than `Config/rules`.
+    func writeConfiguration(group: String = "tansu", adminPort: Int? = nil, rules: String? = nil) throws -> String {
         try writeWorkerConfiguration(
-            in: directory, bootstrap: bootstrap, group: group, partitions: partitions, createTopics: true, sections: """
+            in: directory, bootstrap: bootstrap, group: group, partitions: partitions, createTopics: true, rules: rules, sections: """
                 apns:
                   endpoint: simulator
                 coalesce:
