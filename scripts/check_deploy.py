@@ -297,7 +297,7 @@ def check_dockerfile():
     if not re.search(r"(?m)^FROM\s+\$\{BINARY\}\s+AS\s+binary\s*$", text) or not re.search(r"(?m)^COPY\s+--from=binary\b", runtime):
         fail("the runtime stage must copy the binary from the stage BINARY names")
     if re.search(r"(?m)^(ADD|COPY)\s+(\.|\./)\s", text):
-        fail("the Dockerfile copies the whole context; copy Package.swift, Sources and Config only")
+        fail("the Dockerfile copies the whole context; copy Package.swift, Package.resolved, Sources, Tests and Config only")
     note("Dockerfile: a Swift build stage by default (a prebuilt binary by BINARY=prebuilt), static Swift runtime, non-root, HEALTHCHECK, runtime libraries")
 
 
