@@ -1,4 +1,5 @@
 import Kafka
+import LiveDispatchBench
 import LiveDispatchCore
 
 /// What `bench scale` publishes and what the simulator received, kept

@@ -1,3 +1,4 @@
+import LiveDispatchBench
 import Testing
 
 @testable import livedispatch
