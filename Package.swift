@@ -180,7 +180,7 @@ let package = Package(
         // push record, CPU clocks.
         .target(
             name: "LiveDispatchBench",
-            dependencies: ["LiveDispatchCore"],
+            dependencies: ["LiveDispatchCore", "Kafka"],
             swiftSettings: swiftSettings
         ),
 
@@ -339,7 +339,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "TestSupport",
-                "LiveDispatchCore", "LiveDispatchBench", "APNsSimulator", "Kafka", "livedispatch", "LiveDispatchFuzz",
+                "LiveDispatchCore", "APNsSimulator", "Kafka", "livedispatch", "LiveDispatchFuzz",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],

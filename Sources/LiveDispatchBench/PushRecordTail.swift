@@ -36,7 +36,7 @@ public final class PushRecordTail: Sendable {
 
 /// The complete lines appended to a file since the previous read, for
 /// following a record the simulator keeps writing.
-public struct AppendedLines {
+public struct AppendedLines: Sendable {
     public let path: String
     private var offset: UInt64 = 0
     private var partial: [UInt8] = []
@@ -67,7 +67,7 @@ public struct AppendedLines {
 /// What the benchmarks read from one line of the simulator's record: the
 /// token, the home score the push carries (its version; -1 when it has
 /// none), whether it ends the activity, and when the simulator accepted it.
-public struct RecordedPushLine {
+public struct RecordedPushLine: Sendable {
     public var token: String
     public var score: Int64
     public var ended: Bool
