@@ -27,7 +27,7 @@ public struct Demo: Sendable {
 
     /// What the worker is given to run the demo: its simulator, its
     /// console's observer and its replay service.
-    public var workerOptions: Worker.Options {
+    public func workerOptions() -> Worker.Options {
         let printer = console.map { ConsolePrinter(write: $0) }
         var options = Worker.Options(inProcessAPNs: InProcessSimulator.factory(simulator))
         if let printer {

@@ -81,7 +81,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             worker = try await Worker.start(
                 configuration: configuration,
-                options: Demo(replay: replay, exitAfterReplay: exitAfterReplay, console: console, simulator: .init(recordFile: simulatorRecord)).workerOptions,
+                options: Demo(replay: replay, exitAfterReplay: exitAfterReplay, console: console, simulator: .init(recordFile: simulatorRecord)).workerOptions(),
                 logger: logger,
                 http: { components in
                     try WorkerHTTPServer(components: components, exposition: { registry.emitToBuffer() }) { port in
