@@ -113,7 +113,6 @@ let package = Package(
                 "LiveDispatchRules",
                 "Kafka",
                 "APNs",
-                "APNsSimulator",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -158,6 +157,33 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The demo around a worker (`livedispatch run`): the in-process APNs
+        // simulator, the scenario replay and the console's Lock Screens.
+        .target(
+            name: "LiveDispatchDemo",
+            dependencies: [
+                "LiveDispatchCore",
+                "LiveDispatchWorker",
+                "Kafka",
+                "APNs",
+                "APNsSimulator",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // What the benchmarks judge with and read through, apart from their
+        // commands: delivery audits, resident-set series, the simulator's
+        // push record, CPU clocks.
+        .target(
+            name: "LiveDispatchBench",
+            dependencies: ["LiveDispatchCore", "Kafka"],
+            swiftSettings: swiftSettings
+        ),
+
         // What the benchmarks and the tests share: waiting with a deadline,
         // free ports.
         .target(
@@ -175,6 +201,8 @@ let package = Package(
                 "LiveDispatchRules",
                 "LiveDispatchWorker",
                 "LiveDispatchHTTP",
+                "LiveDispatchDemo",
+                "LiveDispatchBench",
                 "Kafka",
                 "APNs",
                 "APNsSimulator",
@@ -219,6 +247,16 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchCoreTests",
             dependencies: ["LiveDispatchCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LiveDispatchDemoTests",
+            dependencies: ["LiveDispatchDemo", "LiveDispatchCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LiveDispatchBenchTests",
+            dependencies: ["LiveDispatchBench"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,6 +1,4 @@
 import APNs
-import APNsSimulator
-import Crypto
 import Foundation
 import Kafka
 import LiveDispatchCore
@@ -32,32 +30,55 @@ public struct WorkerHTTPComponents: Sendable {
 /// Makes the worker's HTTP server, started with the other services when `admin.listen` is set.
 public typealias WorkerHTTPServerFactory = @Sendable (WorkerHTTPComponents) throws -> any Service
 
-/// Builds a worker from its configuration and runs it: the router and
-/// dispatcher stages, the producer they share, the HTTP server, and —
-/// for `kafka.bootstrap: embedded` and `apns.endpoint: simulator` — an
-/// in-process Kafka mock cluster and APNs simulator.
-public final class Worker: Sendable {
-    /// Extras for demos and tests.
-    public struct Options: Sendable {
-        /// Scenario files to publish while running (`Config/examples`).
-        public var replay: String?
-        /// Stop once the replay is published and everything it caused is done.
-        public var exitAfterReplay = false
-        /// Where the demo's lines go (standard output by default); nil prints nothing.
-        public var console: (@Sendable (String) -> Void)?
-        /// Where the in-process simulator records what each token received (JSONL).
-        public var simulatorRecordFile: String?
-        /// Pushes the in-process simulator keeps in memory (newest first).
-        public var simulatorHistory = 10_000
-        /// Whether the in-process simulator keeps each token's count and
-        /// last push (`received(by:)`); without, its history alone.
-        public var simulatorTokenSummaries = true
+/// Makes a service the worker runs after its own (the demo's replay), from
+/// the same parts as its HTTP server.
+public typealias WorkerServiceFactory = @Sendable (WorkerHTTPComponents) throws -> ServiceGroupConfiguration.ServiceConfiguration
 
-        public init(replay: String? = nil, exitAfterReplay: Bool = false, console: (@Sendable (String) -> Void)? = nil, simulatorRecordFile: String? = nil) {
-            self.replay = replay
-            self.exitAfterReplay = exitAfterReplay
-            self.console = console
-            self.simulatorRecordFile = simulatorRecordFile
+/// An APNs server in the worker's own process, the one `apns.endpoint:
+/// simulator` names (`LiveDispatchDemo` starts the APNs simulator): where
+/// it listens, the certificate to trust, each app's signing key, and how to
+/// stop it, which the worker does once its APNs connections have closed.
+public struct InProcessAPNs: Sendable {
+    public var endpoint: APNsClientConfiguration.Endpoint
+    public var trustRoots: [NIOSSLCertificate]
+    /// By app name; an app without one gets no route.
+    public var signingKeys: [String: APNsSigningKey]
+    public var stop: @Sendable () async -> Void
+
+    public init(
+        endpoint: APNsClientConfiguration.Endpoint, trustRoots: [NIOSSLCertificate], signingKeys: [String: APNsSigningKey],
+        stop: @escaping @Sendable () async -> Void
+    ) {
+        self.endpoint = endpoint
+        self.trustRoots = trustRoots
+        self.signingKeys = signingKeys
+        self.stop = stop
+    }
+}
+
+/// Starts the in-process APNs server for a worker's configuration.
+public typealias InProcessAPNsFactory = @Sendable (WorkerConfiguration, Logger) async throws -> InProcessAPNs
+
+/// Builds a worker from its configuration and runs it: the router and
+/// dispatcher stages, the producer they share, the HTTP server, an
+/// in-process Kafka mock cluster for `kafka.bootstrap: embedded`, and what
+/// its caller adds (``Options``).
+public final class Worker: Sendable {
+    /// What the caller adds: the demo (`LiveDispatchDemo`) gives its APNs
+    /// simulator, its console and its replay this way.
+    public struct Options: Sendable {
+        /// Starts the APNs server `apns.endpoint: simulator` names; without
+        /// it, that endpoint is refused.
+        public var inProcessAPNs: InProcessAPNsFactory?
+        /// Sees what the dispatcher does and every dead letter, the router's included.
+        public var observer: Dispatcher.Observer?
+        /// Services started after the others and stopped before them.
+        public var services: [WorkerServiceFactory]
+
+        public init(inProcessAPNs: InProcessAPNsFactory? = nil, observer: Dispatcher.Observer? = nil, services: [WorkerServiceFactory] = []) {
+            self.inProcessAPNs = inProcessAPNs
+            self.observer = observer
+            self.services = services
         }
     }
 
@@ -69,8 +90,8 @@ public final class Worker: Sendable {
     let producer: KafkaProducer
     let sender: PushSender
     private let group: ServiceGroup
-    /// The in-process APNs simulator, with `apns.endpoint: simulator`.
-    public let simulator: APNsSimulator?
+    /// With `apns.endpoint: simulator`: stopped after the APNs connections close.
+    private let inProcessAPNs: InProcessAPNs?
     // Declared last so it is released after every client of it (stored
     // properties are destroyed in declaration order).
     let embeddedCluster: EmbeddedKafkaCluster?
@@ -114,7 +135,7 @@ public final class Worker: Sendable {
         }
 
         // APNs: an in-process simulator, a simulator elsewhere, or Apple.
-        let (sender, simulator) = try await makeSender(configuration, options: options, logger: logger)
+        let (sender, inProcessAPNs) = try await makeSender(configuration, inProcessAPNs: options.inProcessAPNs, logger: logger)
 
         var producerConfiguration = KafkaProducerConfiguration(client: client)
         producerConfiguration.idempotent = true
@@ -139,43 +160,33 @@ public final class Worker: Sendable {
         }
 
         metrics.registerQuietSeries()
-        let console = options.console
-        let printer = console.map { ConsolePrinter(write: $0) }
         let dispatcher = try Dispatcher(
             configuration: configuration, client: client, producer: producer, sender: sender,
             channels: BroadcastChannels(configuration: configuration, logger: logger), logger: logger, metrics: metrics,
-            observer: printer.map { printer -> Dispatcher.Observer in { observation in printer.observe(observation) } })
+            observer: options.observer)
         let router = try Router(
             configuration: configuration, rules: rules, client: client, producer: producer, logger: logger, metrics: metrics,
-            observer: printer.map { printer -> Router.Observer in { letter in printer.observe(.deadLettered(letter)) } },
+            observer: options.observer.map { observer -> Router.Observer in { letter in observer(.deadLettered(letter)) } },
             assigned: { dispatcher.routerAssigned() }, downstream: { dispatcher.backlog },
             commandWritten: { dispatcher.commandWritten($0) })
 
         // Started in this order and shut down in reverse: the consumers stop
         // first, the dispatcher drains, the producer flushes last.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: producer), .init(service: dispatcher), .init(service: router)]
+        let components = WorkerHTTPComponents(configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, kafka: client, logger: logger)
         if !configuration.admin.listen.isEmpty, let http {
-            let components = WorkerHTTPComponents(configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, kafka: client, logger: logger)
             services.append(.init(service: try http(components)))
         }
-        if let replay = options.replay {
-            let scenario: Scenario
-            do { scenario = try Scenario.load(path: replay) } catch { throw WorkerStartError("\(error)") }
-            let replayer = ScenarioReplayer(
-                scenario: scenario, configuration: configuration, producer: producer, dispatcher: dispatcher,
-                exitWhenDone: options.exitAfterReplay, console: printer, logger: logger)
-            // When the replay ends, the whole worker shuts down gracefully.
-            services.append(.init(service: replayer, successTerminationBehavior: .gracefullyShutdownGroup))
-        }
+        services += try options.services.map { try $0(components) }
         return Worker(
             configuration: configuration, logger: logger, services: services, dispatcher: dispatcher, router: router,
-            producer: producer, sender: sender, embeddedCluster: embeddedCluster, simulator: simulator, bootstrapServers: bootstrap)
+            producer: producer, sender: sender, embeddedCluster: embeddedCluster, inProcessAPNs: inProcessAPNs, bootstrapServers: bootstrap)
     }
 
     init(
         configuration: WorkerConfiguration, logger: Logger, services: [ServiceGroupConfiguration.ServiceConfiguration],
         dispatcher: Dispatcher, router: Router,
-        producer: KafkaProducer, sender: PushSender, embeddedCluster: EmbeddedKafkaCluster?, simulator: APNsSimulator?,
+        producer: KafkaProducer, sender: PushSender, embeddedCluster: EmbeddedKafkaCluster?, inProcessAPNs: InProcessAPNs?,
         bootstrapServers: String
     ) {
         self.configuration = configuration
@@ -186,7 +197,7 @@ public final class Worker: Sendable {
         self.producer = producer
         self.sender = sender
         self.embeddedCluster = embeddedCluster
-        self.simulator = simulator
+        self.inProcessAPNs = inProcessAPNs
         self.bootstrapServers = bootstrapServers
         self.group = ServiceGroup(
             configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
@@ -213,7 +224,7 @@ public final class Worker: Sendable {
     private func shutdownClients() async {
         await sender.shutdown()
         await dispatcher.channels?.shutdown()
-        try? await simulator?.stop()
+        await inProcessAPNs?.stop()
     }
 
     // MARK: Topics
@@ -276,8 +287,8 @@ public final class Worker: Sendable {
     // MARK: APNs
 
     static func makeSender(
-        _ configuration: WorkerConfiguration, options: Options, logger: Logger
-    ) async throws -> (PushSender, APNsSimulator?) {
+        _ configuration: WorkerConfiguration, inProcessAPNs: InProcessAPNsFactory?, logger: Logger
+    ) async throws -> (PushSender, InProcessAPNs?) {
         let apns = configuration.apns
         let trustRoots = try Self.trustRoots(apns)
         func clientConfiguration(_ endpoint: APNsClientConfiguration.Endpoint) -> APNsClientConfiguration {
@@ -293,32 +304,19 @@ public final class Worker: Sendable {
         var routes: [String: [APNsEnvironment: PushSender.Route]] = [:]
 
         if apns.endpoint == "simulator" {
-            // Each (team, key) pair gets a generated key; the simulator accepts them all.
-            var keys: [String: P256.Signing.PrivateKey] = [:]
-            var accepted: [APNsSimulator.Configuration.App] = []
-            for app in apps {
-                let teamID = app.teamID.isEmpty ? "SIMULATOR1" : app.teamID
-                let keyID = app.keyID.isEmpty ? "SIMKEY0001" : app.keyID
-                let key = keys["\(teamID)/\(keyID)"] ?? P256.Signing.PrivateKey()
-                keys["\(teamID)/\(keyID)"] = key
-                accepted.append(.init(teamID: teamID, keyID: keyID, publicKey: key.publicKey, bundleID: app.bundleID))
+            guard let inProcessAPNs else {
+                throw WorkerStartError(
+                    "apns.endpoint: the in-process simulator is started by `livedispatch run`; elsewhere give the address (host:port) of a simulator started with `livedispatch simulate apns`")
             }
-            var simulatorConfiguration = APNsSimulator.Configuration(
-                teamID: accepted[0].teamID, keyID: accepted[0].keyID, publicKey: accepted[0].publicKey, bundleID: accepted[0].bundleID,
-                recordFile: options.simulatorRecordFile, historyLimit: options.simulatorHistory, threads: 1)
-            simulatorConfiguration.otherApps = Array(accepted.dropFirst())
-            simulatorConfiguration.tokenSummaries = options.simulatorTokenSummaries
-            let simulator = try await APNsSimulator.start(configuration: simulatorConfiguration, logger: logger)
-            var client = clientConfiguration(.init(host: "127.0.0.1", port: simulator.port, serverName: "localhost"))
-            client.additionalTrustRoots += try NIOSSLCertificate.fromPEMBytes(Array(simulator.certificate.certificatePEM.utf8))
-            for (app, acceptedApp) in zip(apps, accepted) {
-                guard let key = keys["\(acceptedApp.teamID)/\(acceptedApp.keyID)"] else { continue }
-                let signingKey = APNsSigningKey(privateKey: key, keyID: acceptedApp.keyID, teamID: acceptedApp.teamID)
+            let server = try await inProcessAPNs(configuration, logger)
+            var client = clientConfiguration(server.endpoint)
+            client.additionalTrustRoots += server.trustRoots
+            for app in apps {
+                guard let signingKey = server.signingKeys[app.name] else { continue }
                 let route = PushSender.Route(pool: try pools.pool(client, signingKey, bundleID: app.bundleID), bundleID: app.bundleID)
                 routes[app.name] = [.production: route, .sandbox: route]
             }
-            logger.notice("Started an in-process APNs simulator with a generated key", metadata: ["apns.port": "\(simulator.port)"])
-            return (PushSender(routes: routes, defaultApp: first.name), simulator)
+            return (PushSender(routes: routes, defaultApp: first.name), server)
         }
 
         for app in apps {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LiveDispatchBench
 import LiveDispatchCore
 import LiveDispatchRules
 import LiveDispatchWorker

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Kafka
 import LiveDispatchCore
+import LiveDispatchDemo
 import LiveDispatchWorker
 import Logging
 import Metrics
@@ -96,12 +97,12 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         configuration.coalesce.window = windowSeconds
         configuration.coalesce.maxDelay = max(configuration.coalesce.maxDelay, windowSeconds)
         let total = Int(saturating: Double(rate) * seconds)
-        var options = Worker.Options()
-        options.simulatorHistory = max(100_000, total * tokens * 2)
+        var simulatorOptions = InProcessSimulator.Options()
+        simulatorOptions.historyLimit = max(100_000, total * tokens * 2)
         // The run is judged from the history; a summary per token would be the simulator's work, not the worker's.
-        options.simulatorTokenSummaries = false
-        let worker = try await Worker.start(configuration: configuration, options: options, logger: logger)
-        guard let simulator = worker.simulator else { throw BenchError(description: "the worker has no simulator") }
+        simulatorOptions.tokenSummaries = false
+        let (simulator, apns) = try await InProcessSimulator.start(configuration, options: simulatorOptions, logger: logger)
+        let worker = try await Worker.start(configuration: configuration, options: .init(inProcessAPNs: { _, _ in apns }), logger: logger)
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await worker.run() }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LiveDispatchDemo
 import LiveDispatchHTTP
 import LiveDispatchWorker
 import Logging
@@ -80,7 +81,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             worker = try await Worker.start(
                 configuration: configuration,
-                options: .init(replay: replay, exitAfterReplay: exitAfterReplay, console: console, simulatorRecordFile: simulatorRecord),
+                options: Demo(replay: replay, exitAfterReplay: exitAfterReplay, console: console, simulator: .init(recordFile: simulatorRecord)).workerOptions(),
                 logger: logger,
                 http: { components in
                     try WorkerHTTPServer(components: components, exposition: { registry.emitToBuffer() }) { port in

@@ -1,4 +1,4 @@
-import LiveDispatchCore
+import LiveDispatchBench
 import Testing
 
 @Suite("Delivery audit")

@@ -9,32 +9,32 @@ import LiveDispatchCore
 ///
 /// Token `i` belongs to activity `i % activities`; its hex (`FaultScenario.token`)
 /// carries `i` in its second group of eight digits.
-struct ScaleRecord {
-    let activities: Int
-    let tokens: Int
-    let partitions: Int
+public struct ScaleRecord: Sendable {
+    public let activities: Int
+    public let tokens: Int
+    public let partitions: Int
     /// The `commands` partition of each activity (murmur2 of its id, as the router keys commands).
-    let partitionOf: [Int]
+    public let partitionOf: [Int]
     /// Per activity, per score - 1: when the event raising it to that score was published.
-    private(set) var publishedAt: [[Double]]
+    public private(set) var publishedAt: [[Double]]
     /// Per activity, per score - 1: when the first push of that score or a later one arrived.
-    private(set) var firstPushAt: [[Double]]
+    public private(set) var firstPushAt: [[Double]]
     /// Per token: the newest score it received (0 before any).
-    private(set) var newest: [Int32]
+    public private(set) var newest: [Int32]
     /// Per partition: when its pushes arrived, in the order read.
-    private(set) var pushTimes: [[Double]]
-    private(set) var pushes = 0
+    public private(set) var pushTimes: [[Double]]
+    public private(set) var pushes = 0
     /// Pushes of the score the token already held.
-    private(set) var duplicates = 0
+    public private(set) var duplicates = 0
     /// Pushes of a score older than one the token already held.
-    private(set) var olderAfterNewer = 0
+    public private(set) var olderAfterNewer = 0
     /// Pushes to tokens the run did not register, or without a score.
-    private(set) var unknown = 0
-    private(set) var lastPushAt: Double?
+    public private(set) var unknown = 0
+    public private(set) var lastPushAt: Double?
     /// Records the benchmark's producer held (queued or in flight), sampled as it publishes.
     private var backlog: [(at: Double, records: Int)] = []
 
-    init(activities: Int, tokens: Int, partitions: Int) {
+    public init(activities: Int, tokens: Int, partitions: Int) {
         self.activities = activities
         self.tokens = tokens
         self.partitions = partitions
@@ -48,26 +48,26 @@ struct ScaleRecord {
     }
 
     /// The token of index `index`, registered on activity `index % activities`.
-    func token(_ index: Int) -> String { FaultScenario.token(activity: index % activities, index: index) }
+    public func token(_ index: Int) -> String { FaultScenario.token(activity: index % activities, index: index) }
 
     /// Records the publication of `activity`'s next event; returns its score.
-    mutating func published(_ activity: Int, at time: Double) -> Int {
+    public mutating func published(_ activity: Int, at time: Double) -> Int {
         publishedAt[activity].append(time)
         firstPushAt[activity].append(.nan)
         return publishedAt[activity].count
     }
 
-    mutating func producerHeld(_ records: Int, at time: Double) {
+    public mutating func producerHeld(_ records: Int, at time: Double) {
         backlog.append((time, records))
     }
 
     /// The most records the benchmark's producer held within `window`.
-    func producerBacklog(within window: ClosedRange<Double>) -> Int {
+    public func producerBacklog(within window: ClosedRange<Double>) -> Int {
         backlog.filter { window.contains($0.at) }.map(\.records).max() ?? 0
     }
 
     /// Records one accepted push, in the order the simulator accepted them.
-    mutating func received(_ push: RecordedPushLine) {
+    public mutating func received(_ push: RecordedPushLine) {
         pushes += 1
         guard let index = tokenIndex(push.token), push.score >= 1, push.score <= Int64(Int32.max) else {
             unknown += 1
@@ -101,7 +101,7 @@ struct ScaleRecord {
     }
 
     /// Activities whose final score some token has not received.
-    var lostActivities: Int {
+    public var lostActivities: Int {
         var lost = Set<Int>()
         for index in 0..<tokens {
             let activity = index % activities
@@ -110,11 +110,11 @@ struct ScaleRecord {
         return lost.count
     }
 
-    var duplicatePercent: Double { pushes == 0 ? 0 : Double(duplicates) * 100 / Double(pushes) }
+    public var duplicatePercent: Double { pushes == 0 ? 0 : Double(duplicates) * 100 / Double(pushes) }
 
     /// Event-to-push latencies, in seconds, of the events published within
     /// `published` on `partitions`, and how many of those were never pushed.
-    func latencies(published window: ClosedRange<Double>, partitions: Set<Int>) -> (seconds: [Double], unpushed: Int) {
+    public func latencies(published window: ClosedRange<Double>, partitions: Set<Int>) -> (seconds: [Double], unpushed: Int) {
         var seconds: [Double] = []
         var unpushed = 0
         for activity in 0..<activities where partitions.contains(partitionOf[activity]) {
@@ -130,11 +130,11 @@ struct ScaleRecord {
     /// `window`: from a push to the next one when that next one falls in the
     /// window, and from the last push (before or in the window) to the
     /// window's end: the whole window when the partition had no push by then.
-    func longestGap(partition: Int, endingWithin window: ClosedRange<Double>) -> Double {
+    public func longestGap(partition: Int, endingWithin window: ClosedRange<Double>) -> Double {
         Self.longestGap(pushTimes[partition].sorted(), endingWithin: window)
     }
 
-    static func longestGap(_ sorted: [Double], endingWithin window: ClosedRange<Double>) -> Double {
+    public static func longestGap(_ sorted: [Double], endingWithin window: ClosedRange<Double>) -> Double {
         var longest = 0.0
         var previous: Double?
         for time in sorted {
@@ -146,7 +146,7 @@ struct ScaleRecord {
     }
 
     /// The nearest-rank percentile (`fraction` of 1) of `values`; nil when empty.
-    static func percentile(_ fraction: Double, of values: [Double]) -> Double? {
+    public static func percentile(_ fraction: Double, of values: [Double]) -> Double? {
         guard !values.isEmpty else { return nil }
         let sorted = values.sorted()
         let rank = Int(saturating: (fraction * Double(sorted.count)).rounded(.up))

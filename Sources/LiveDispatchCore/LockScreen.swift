@@ -1,5 +1,3 @@
-import LiveDispatchCore
-
 /// Renders what an activity's Lock Screen presentation would show for a
 /// state, for the demo's terminal output and the web console's preview: the
 /// shipped activity types get their own layout, any other type a compact
@@ -23,7 +21,7 @@ public enum LockScreen {
         let home = attributes?["teamOneName"]?.stringValue ?? "Home"
         let away = attributes?["teamTwoName"]?.stringValue ?? "Away"
         var line = "\(home) \(text(content["teamOneScore"])) – \(text(content["teamTwoScore"])) \(away)"
-        if let period = content["period"]?.stringValue { line += " · \(period.replacingOccurrences(of: "_", with: " "))" }
+        if let period = content["period"]?.stringValue { line += " · \(period.spacedOut)" }
         if let minute = content["minute"]?.integerValue, content["period"]?.stringValue != "full_time" { line += " \(minute)'" }
         if let scorer = content["lastScorer"]?.stringValue { line += " · last goal: \(scorer)" }
         return line
@@ -31,7 +29,7 @@ public enum LockScreen {
 
     static func renderDelivery(_ content: JSONValue) -> String {
         var parts: [String] = []
-        if let status = content["status"]?.stringValue { parts.append(status.replacingOccurrences(of: "_", with: " ").capitalizedFirst) }
+        if let status = content["status"]?.stringValue { parts.append(status.spacedOut.capitalizedFirst) }
         if let driver = content["driverName"]?.stringValue { parts.append(driver) }
         if let minutes = content["minutesUntilArrival"]?.integerValue, content["status"]?.stringValue != "delivered" {
             parts.append(minutes == 1 ? "1 min" : "\(minutes) min")
@@ -52,5 +50,7 @@ public enum LockScreen {
 }
 
 extension String {
-    var capitalizedFirst: String { prefix(1).uppercased() + dropFirst() }
+    /// `second_half` as `second half`.
+    fileprivate var spacedOut: String { String(map { $0 == "_" ? " " : $0 }) }
+    fileprivate var capitalizedFirst: String { prefix(1).uppercased() + dropFirst() }
 }

@@ -1,6 +1,5 @@
+import LiveDispatchBench
 import Testing
-
-@testable import livedispatch
 
 /// What `livedispatch bench scale` computes from its record, called directly.
 @Suite("bench scale: the record and the partition owners")

@@ -1,5 +1,6 @@
 import Foundation
 import LiveDispatchCore
+import LiveDispatchWorker
 
 /// A recorded sequence of records to publish (`Config/examples/*.jsonl`):
 /// the demo's input and a way to reproduce a situation by hand.
@@ -67,7 +68,7 @@ public struct Scenario: Sendable {
         let unknown = Set(fields.keys).subtracting(["after", "topic", "stream", "key", "value"])
         if let first = unknown.sorted().first { throw ScenarioError("\(source): unknown field '\(first)' (known: after, key, stream, topic, value)") }
         guard let afterText = fields["after"]?.stringValue ?? fields["after"]?.numberValue.map({ "\($0)" }),
-              let after = parseDuration(afterText)
+              let after = WorkerConfiguration.duration(afterText)
         else { throw ScenarioError("\(source): 'after' must be a duration such as 0.5s or 250ms") }
         let destination: Step.Destination
         switch (fields["topic"]?.stringValue, fields["stream"]?.stringValue) {
@@ -92,7 +93,7 @@ public struct Scenario: Sendable {
             guard text.hasPrefix("${now"), text.hasSuffix("}") else { return value }
             let offsetText = text.dropFirst(5).dropLast()
             if offsetText.isEmpty { return .string(now.iso8601) }
-            guard let sign = offsetText.first, sign == "+" || sign == "-", let seconds = parseDuration(String(offsetText.dropFirst())) else {
+            guard let sign = offsetText.first, sign == "+" || sign == "-", let seconds = WorkerConfiguration.duration(String(offsetText.dropFirst())) else {
                 return value
             }
             return .string((now + (sign == "+" ? seconds : -seconds)).iso8601)

@@ -1,6 +1,7 @@
 import Foundation
 import Kafka
 import LiveDispatchCore
+import LiveDispatchWorker
 import Logging
 import ServiceLifecycle
 
@@ -39,7 +40,7 @@ final class ScenarioReplayer: Service, Sendable {
             self.console?.note("replaying \(self.scenario.steps.count) records")
             let start = ContinuousClock.now
             for step in self.scenario.steps {
-                try await Task.sleep(until: start + .milliseconds(Int64(step.after * 1000)), clock: .continuous)
+                try await Task.sleep(until: start + .milliseconds(Int(saturating: step.after * 1000)), clock: .continuous)
                 let topic: String
                 switch step.destination {
                 case .domain(let name): topic = name
@@ -54,7 +55,7 @@ final class ScenarioReplayer: Service, Sendable {
                 return
             }
             // Done when nothing is in progress for a quiet spell longer than the coalescing delay.
-            let quiet = Duration.milliseconds(Int64((self.configuration.coalesce.maxDelay + 0.5) * 1000))
+            let quiet = Duration.milliseconds(Int(saturating: (self.configuration.coalesce.maxDelay + 0.5) * 1000))
             var idleSince: ContinuousClock.Instant?
             while true {
                 try await Task.sleep(for: .milliseconds(50))

@@ -4,7 +4,7 @@ import Synchronization
 
 /// Reads the simulator's record of accepted pushes as it grows and feeds
 /// each one to the audit.
-final class PushRecordTail: Sendable {
+public final class PushRecordTail: Sendable {
     private struct State {
         var audit: DeliveryAudit
         var lines: AppendedLines
@@ -13,15 +13,15 @@ final class PushRecordTail: Sendable {
 
     private let state: Mutex<State>
 
-    init(path: String, expected: [String: DeliveryAudit.State]) {
+    public init(path: String, expected: [String: DeliveryAudit.State]) {
         state = Mutex(State(audit: DeliveryAudit(expected: expected), lines: AppendedLines(path: path)))
     }
 
-    var audit: DeliveryAudit { state.withLock { $0.audit } }
-    var lastDeliveryAt: ContinuousClock.Instant? { state.withLock { $0.lastDeliveryAt } }
+    public var audit: DeliveryAudit { state.withLock { $0.audit } }
+    public var lastDeliveryAt: ContinuousClock.Instant? { state.withLock { $0.lastDeliveryAt } }
 
     /// Reads what was appended since the last call.
-    func poll() {
+    public func poll() {
         state.withLock { state in
             while case let lines = state.lines.read(), !lines.isEmpty {
                 for line in lines {
@@ -36,19 +36,19 @@ final class PushRecordTail: Sendable {
 
 /// The complete lines appended to a file since the previous read, for
 /// following a record the simulator keeps writing.
-struct AppendedLines {
-    let path: String
+public struct AppendedLines: Sendable {
+    public let path: String
     private var offset: UInt64 = 0
     private var partial: [UInt8] = []
 
-    init(path: String) {
+    public init(path: String) {
         self.path = path
     }
 
     /// The lines completed since the last call, without their line breaks,
     /// from at most `limit` bytes read (call again for the rest); none while
     /// the file does not exist or nothing was appended.
-    mutating func read(limit: Int = 8 << 20) -> [ArraySlice<UInt8>] {
+    public mutating func read(limit: Int = 8 << 20) -> [ArraySlice<UInt8>] {
         guard let handle = FileHandle(forReadingAtPath: path) else { return [] }
         defer { try? handle.close() }
         guard (try? handle.seek(toOffset: offset)) != nil, let data = try? handle.read(upToCount: limit), !data.isEmpty else { return [] }
@@ -67,15 +67,15 @@ struct AppendedLines {
 /// What the benchmarks read from one line of the simulator's record: the
 /// token, the home score the push carries (its version; -1 when it has
 /// none), whether it ends the activity, and when the simulator accepted it.
-struct RecordedPushLine {
-    var token: String
-    var score: Int64
-    var ended: Bool
+public struct RecordedPushLine: Sendable {
+    public var token: String
+    public var score: Int64
+    public var ended: Bool
     /// Unix seconds.
-    var receivedAt: Double
+    public var receivedAt: Double
 
     /// nil for a line that is not a push to a device.
-    init?(_ line: ArraySlice<UInt8>) {
+    public init?(_ line: ArraySlice<UInt8>) {
         guard let push = try? JSONValue.parse(Array(line)), let token = push["token"]?.stringValue else { return nil }
         let aps = push["payload"]?["aps"]
         self.token = token
