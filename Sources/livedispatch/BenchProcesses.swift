@@ -19,6 +19,8 @@ struct BenchWorkerFile {
     var createTopics = false
     var connections = 4
     var window = "10ms"
+    /// The consumer groups' `session.timeout.ms`; members heartbeat four times in it, at most every 500 ms.
+    var sessionTimeoutMilliseconds = 6000
     var maxInFlightPerActivity = 256
     /// The worker's default when nil.
     var maxInFlightPerWorker: Int?
@@ -36,8 +38,8 @@ struct BenchWorkerFile {
           partitions: \(partitions)
           properties:
             log_level: "3"
-            session.timeout.ms: "6000"
-            heartbeat.interval.ms: "500"
+            session.timeout.ms: "\(sessionTimeoutMilliseconds)"
+            heartbeat.interval.ms: "\(min(500, max(100, sessionTimeoutMilliseconds / 4)))"
         rules:
           path: \(rules)
           reload_interval: 0

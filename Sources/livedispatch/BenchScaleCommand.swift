@@ -61,6 +61,10 @@ struct BenchScaleCommand: AsyncParsableCommand {
     @Option(name: .customLong("drain-timeout"), help: "Longest wait, in seconds, for the final pushes once the load stops.")
     var drainTimeout = 120.0
     @Option(help: "Rules directory the workers load.") var rules = "Config/rules"
+    @Option(
+        name: .customLong("session-timeout"),
+        help: "session.timeout.ms of the workers' groups (2000–60000). Tansu holds each round of a rebalance for about half of it.")
+    var sessionTimeout = 6000
     @Flag(help: "Keep the logs, configurations and record of pushes (printed at the end).") var keep = false
 
     /// The first 10 s of a change are the ones its unmoved p99 judges.
@@ -68,6 +72,7 @@ struct BenchScaleCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard partitions >= 1, partitions <= 1_000 else { throw ValidationError("--partitions must be 1 to 1000") }
+        guard (2000...60000).contains(sessionTimeout) else { throw ValidationError("--session-timeout must be 2000 to 60000 (milliseconds)") }
         guard activities >= 1, activities <= 1_000_000 else { throw ValidationError("--activities must be 1 to 1,000,000") }
         guard tokens >= activities, tokens <= 1_000_000 else {
             throw ValidationError("--tokens must be at least --activities (\(activities)) and at most 1,000,000")
@@ -110,10 +115,11 @@ struct BenchScaleCommand: AsyncParsableCommand {
         // A fresh prefix and groups per run: the internal topics of an earlier run are not read.
         let prefix = "scale\(UUID().uuidString.prefix(6).lowercased())."
         let recordPath = directory.appendingPathComponent("pushes.jsonl").path
-        emit("scale: \(activities) activities, \(tokens) tokens, \(rate) events/s, \(partitions) partitions, workers \(counts.map(String.init).joined(separator: "→")), \(stepSeconds) s per step, window \(window)")
+        emit("scale: \(activities) activities, \(tokens) tokens, \(rate) events/s, \(partitions) partitions, workers \(counts.map(String.init).joined(separator: "→")), \(stepSeconds) s per step, window \(window), session timeout \(sessionTimeout) ms")
         let stack = try await BenchStack.start(
             directory: directory, prefix: prefix, partitions: partitions, rules: rules, ruleTopics: ruleTopics,
             simulatorOptions: ["--record", recordPath], workers: counts[0], broker: bootstrapServers, window: window,
+            sessionTimeoutMilliseconds: sessionTimeout,
             // A broker falling behind makes a plain producer retry, which can reorder a match's events.
             idempotentProducer: true, logger: logger)
         defer { stack.stop() }

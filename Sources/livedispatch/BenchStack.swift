@@ -22,7 +22,7 @@ struct BenchStack {
     static func start(
         directory: URL, prefix: String, partitions: Int, rules: String, ruleTopics: [String], simulatorOptions: [String],
         workers: Int, broker: String? = nil, producerLinger: Duration = .milliseconds(5), window: String = "50ms",
-        idempotentProducer: Bool = false, logger: Logger
+        sessionTimeoutMilliseconds: Int = 6000, idempotentProducer: Bool = false, logger: Logger
     ) async throws -> BenchStack {
         let kafka: ChildProcess?
         if broker == nil {
@@ -61,7 +61,7 @@ struct BenchStack {
                 configuration: BenchWorkerFile(
                     bootstrap: bootstrap, prefix: prefix, partitions: partitions, rules: rules, apnsEndpoint: endpoint,
                     keyPath: keyPath, certificatePath: certificatePath, adminPort: 0, createTopics: kafka == nil, connections: 2,
-                    window: window),
+                    window: window, sessionTimeoutMilliseconds: sessionTimeoutMilliseconds),
                 directory: directory)
             do {
                 try await fleet.start(workers)
