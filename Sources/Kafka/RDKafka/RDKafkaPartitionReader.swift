@@ -76,8 +76,33 @@ final class RDKafkaPartitionReader: Sendable {
             isRetryable: true))
     }
 
-    /// Reads (blocking) and pushes records, then `.caughtUp` or `.failed`; stops early when the reader is gone.
-    func read(topic: String, partition: Int32, timeoutMilliseconds: Int32, into buffer: BoundedEventBuffer<RestoreEvent>) {
+    /// The offset of the partition's first record with a timestamp at or
+    /// after `milliseconds` (ListOffsets by time), or `end` when none is;
+    /// blocks up to the timeout.
+    private func offset(
+        atTime milliseconds: Int64, topic: String, partition: Int32, end: Int64, timeoutMilliseconds: Int32
+    ) -> Result<Int64, KafkaError> {
+        let list = RDKafkaPartitionList.make([TopicPartition(topic: topic, partition: partition)], offsets: [milliseconds])
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        let error = rd_kafka_offsets_for_times(handle.pointer, list, timeoutMilliseconds)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            return .failure(KafkaError(code: .restore, message: "could not find the offset of time \(milliseconds) ms in \(topic)[\(partition)]", error: error))
+        }
+        guard let entry = RDKafkaPartitionList.read(list).first else { return .success(end) }
+        guard entry.error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            return .failure(KafkaError(code: .restore, message: "could not find the offset of time \(milliseconds) ms in \(topic)[\(partition)]", error: entry.error))
+        }
+        // -1 (the logical end): no record is that recent.
+        return .success(entry.offset < 0 ? end : entry.offset)
+    }
+
+    /// Reads (blocking) and pushes records, then `.caughtUp` or `.failed`;
+    /// stops early when the reader is gone. With `since` (milliseconds
+    /// since the Unix epoch) the read starts at the first record of that
+    /// time or later, found by timestamp; otherwise at the beginning.
+    func read(
+        topic: String, partition: Int32, since: Int64? = nil, timeoutMilliseconds: Int32, into buffer: BoundedEventBuffer<RestoreEvent>
+    ) {
         defer {
             _ = rd_kafka_consumer_close(handle.pointer)
             buffer.finish()
@@ -99,8 +124,21 @@ final class RDKafkaPartitionReader: Sendable {
             buffer.push([.caughtUp(endOffset: high)])
             return
         }
-        let list = RDKafkaPartitionList.make(
-            [TopicPartition(topic: topic, partition: partition)], offsets: [Int64(RD_KAFKA_OFFSET_BEGINNING)])
+        var start = Int64(RD_KAFKA_OFFSET_BEGINNING)
+        if let since {
+            switch offset(atTime: since, topic: topic, partition: partition, end: high, timeoutMilliseconds: timeoutMilliseconds) {
+            case .failure(let failure):
+                buffer.push([.failed(failure)])
+                return
+            case .success(let offset):
+                guard offset < high else {
+                    buffer.push([.caughtUp(endOffset: high)])
+                    return
+                }
+                start = offset
+            }
+        }
+        let list = RDKafkaPartitionList.make([TopicPartition(topic: topic, partition: partition)], offsets: [start])
         let assignError = rd_kafka_assign(rk, list)
         rd_kafka_topic_partition_list_destroy(list)
         guard assignError == RD_KAFKA_RESP_ERR_NO_ERROR else {
