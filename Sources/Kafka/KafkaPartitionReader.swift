@@ -31,7 +31,8 @@ public struct KafkaPartitionReader: Sendable {
     /// 1,024 records, in offset order), for a caller that applies a batch
     /// under one lock take. With `since` (milliseconds since the Unix
     /// epoch), the read starts at the first record of that time or later,
-    /// found by timestamp (librdkafka's `offsets_for_times`).
+    /// found by timestamp (librdkafka's `offsets_for_times`), and records
+    /// older than that are skipped.
     @discardableResult
     public func readBatchesToEnd(
         topic: String, partition: Int32, since: Int64? = nil, timeout: Duration = .seconds(30),
