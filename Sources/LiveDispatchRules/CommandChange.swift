@@ -97,15 +97,38 @@ public struct CommandChange: Sendable, Hashable {
     /// Lock Screen would show.
     public var stateAfter: ActivityState
 
-    /// Compares the commands one event made under each rule set. Commands
-    /// are paired by activity, in the order the rules made them; a command
-    /// left without a partner is added or removed. `prior` gives the
-    /// activity's state before the event (nil: none known).
-    public static func changes(
-        base: [ActivityCommand], new: [ActivityCommand], position: EventPosition, now: UnixTime,
-        prior: (ActivityID) -> ActivityState?
-    ) -> [CommandChange] {
-        if base == new { return [] }
+    /// The commands one event made under each rule set, paired: by
+    /// activity, in the order the rules made them; a command left without
+    /// a partner is paired with nil. Equal pairs are included (they carry
+    /// the activity's state from one pair to the next).
+    public struct Pair: Sendable, Hashable {
+        public let activityID: ActivityID
+        public let base: ActivityCommand?
+        public let new: ActivityCommand?
+        /// Nil when both sides made the same command.
+        public let kind: Kind?
+
+        public init(activityID: ActivityID, base: ActivityCommand?, new: ActivityCommand?) {
+            self.activityID = activityID
+            self.base = base
+            self.new = new
+            kind = base == new ? nil : base == nil ? .added : new == nil ? .removed : .changed
+        }
+
+        /// Two commands already known to differ.
+        init(changed base: ActivityCommand, _ new: ActivityCommand) {
+            activityID = base.activityID
+            self.base = base
+            self.new = new
+            kind = .changed
+        }
+    }
+
+    public static func pairs(base: [ActivityCommand], new: [ActivityCommand]) -> [Pair] {
+        // The usual event: one command on each side, for one activity.
+        if base.count == 1, new.count == 1, base[0].activityID == new[0].activityID {
+            return [Pair(activityID: base[0].activityID, base: base[0], new: new[0])]
+        }
         var order: [ActivityID] = []
         var baseByActivity: [ActivityID: [ActivityCommand]] = [:]
         var newByActivity: [ActivityID: [ActivityCommand]] = [:]
@@ -117,34 +140,54 @@ public struct CommandChange: Sendable, Hashable {
             if baseByActivity[command.activityID] == nil, newByActivity[command.activityID] == nil { order.append(command.activityID) }
             newByActivity[command.activityID, default: []].append(command)
         }
-        var changes: [CommandChange] = []
+        var pairs: [Pair] = []
         for activity in order {
             let before = baseByActivity[activity] ?? []
             let after = newByActivity[activity] ?? []
-            var state = prior(activity) ?? ActivityState(activityID: activity, createdAt: now)
             for index in 0..<max(before.count, after.count) {
-                let baseCommand = index < before.count ? before[index] : nil
-                let newCommand = index < after.count ? after[index] : nil
-                var stateBefore = state
-                var stateAfter = state
-                if let baseCommand { stateBefore.fold(baseCommand, now: now) }
-                if let newCommand { stateAfter.fold(newCommand, now: now) }
-                defer { state = stateBefore }
-                if baseCommand == newCommand { continue }
-                let kind: Kind = baseCommand == nil ? .added : newCommand == nil ? .removed : .changed
-                var fields = FieldChange.between(baseCommand.map(comparable), newCommand.map(comparable))
-                fields += FieldChange.between(stateBefore.contentState, stateAfter.contentState, prefix: "content_state")
-                if fields.isEmpty {
-                    // The patches differ but give one state: show the patches.
-                    fields = FieldChange.between(baseCommand?.contentState, newCommand?.contentState, prefix: "content_state_patch")
-                }
-                changes.append(CommandChange(
-                    kind: kind, activityID: activity, position: position, baseRule: baseCommand?.source?.rule,
-                    newRule: newCommand?.source?.rule, fields: fields.sorted { $0.path < $1.path },
-                    stateBefore: stateBefore, stateAfter: stateAfter))
+                pairs.append(Pair(activityID: activity, base: index < before.count ? before[index] : nil, new: index < after.count ? after[index] : nil))
             }
         }
+        return pairs
+    }
+
+    /// The changes of an event's differing pairs, field by field, with the
+    /// Lock Screen states: `prior` gives the activity's state before the
+    /// event (nil: none known).
+    public static func changes(
+        _ pairs: [Pair], position: EventPosition, now: UnixTime, prior: (ActivityID) -> ActivityState?
+    ) -> [CommandChange] {
+        var states: [ActivityID: ActivityState] = [:]
+        var changes: [CommandChange] = []
+        for pair in pairs {
+            let activity = pair.activityID
+            let state = states[activity] ?? prior(activity) ?? ActivityState(activityID: activity, createdAt: now)
+            var stateBefore = state
+            if let command = pair.base { stateBefore.fold(command, now: now) }
+            states[activity] = stateBefore
+            guard let kind = pair.kind else { continue }
+            var stateAfter = state
+            if let command = pair.new { stateAfter.fold(command, now: now) }
+            var fields = FieldChange.between(pair.base.map(comparable), pair.new.map(comparable))
+            fields += FieldChange.between(stateBefore.contentState, stateAfter.contentState, prefix: "content_state")
+            if fields.isEmpty {
+                // The patches differ but give one state: show the patches.
+                fields = FieldChange.between(pair.base?.contentState, pair.new?.contentState, prefix: "content_state_patch")
+            }
+            changes.append(CommandChange(
+                kind: kind, activityID: activity, position: position, baseRule: pair.base?.source?.rule,
+                newRule: pair.new?.source?.rule, fields: fields.sorted { $0.path < $1.path },
+                stateBefore: stateBefore, stateAfter: stateAfter))
+        }
         return changes
+    }
+
+    /// ``changes(_:position:now:prior:)`` of two command lists.
+    public static func changes(
+        base: [ActivityCommand], new: [ActivityCommand], position: EventPosition, now: UnixTime,
+        prior: (ActivityID) -> ActivityState?
+    ) -> [CommandChange] {
+        base == new ? [] : changes(pairs(base: base, new: new), position: position, now: now, prior: prior)
     }
 
     /// A command's JSON without what both sides share by construction

@@ -115,20 +115,39 @@ public struct RuleDiff: Sendable {
                 !newFailures.contains { $0.rule == failure.rule && $0.code == failure.code }
             }
         }
-        let changes = CommandChange.changes(
-            base: Self.commands(base), new: Self.commands(new), position: EventPosition(record), now: now, prior: { states[$0] })
-        if !changes.isEmpty { differs = true }
-        if differs { summary.eventsDiffering += 1 }
+        let pairs: [CommandChange.Pair]
+        if base.count == 1, new.count == 1, case .command(let before) = base[0], case .command(let after) = new[0],
+           before.activityID == after.activityID {
+            // The usual differing event: the outcomes differ, so the commands do.
+            pairs = [CommandChange.Pair(changed: before, after)]
+        } else {
+            pairs = CommandChange.pairs(base: Self.commands(base), new: Self.commands(new))
+        }
+        let differing = pairs.filter { $0.kind != nil }
+        if differing.isEmpty {
+            if differs { summary.eventsDiffering += 1 }
+            return
+        }
+        summary.eventsDiffering += 1
+        // Field diffs and states are worked out only for an activity that
+        // still wants examples: most differing events only count.
+        let wanted = differing.contains { pair in
+            activities[pair.activityID].map { $0.examples.count < limits.examplesPerActivity } ?? true
+        }
+        let changes = wanted
+            ? CommandChange.changes(pairs, position: EventPosition(record), now: now, prior: { states[$0] })
+            : []
         var counted: Set<ActivityID> = []
-        for change in changes {
-            switch change.kind {
+        for (index, pair) in differing.enumerated() {
+            guard let kind = pair.kind else { continue }
+            switch kind {
             case .added: summary.commandsAdded += 1
             case .removed: summary.commandsRemoved += 1
             case .changed: summary.commandsChanged += 1
             }
-            let first = counted.insert(change.activityID).inserted
-            if first { countAffected(change.activityID) }
-            tally(change, newEvent: first)
+            let first = counted.insert(pair.activityID).inserted
+            if first { countAffected(pair.activityID) }
+            tally(pair.activityID, kind, example: index < changes.count ? changes[index] : nil, newEvent: first)
         }
     }
 
@@ -146,17 +165,17 @@ public struct RuleDiff: Sendable {
         return Report(summary: summary, activities: Array(ranked.prefix(max(0, limit))), newErrors: errors, unreadable: unreadable)
     }
 
-    private mutating func tally(_ change: CommandChange, newEvent: Bool) {
-        if activities[change.activityID] == nil, activities.count >= limits.activities { prune() }
-        var entry = activities.removeValue(forKey: change.activityID) ?? ActivityChanges(activityID: change.activityID)
+    private mutating func tally(_ activity: ActivityID, _ kind: CommandChange.Kind, example: CommandChange?, newEvent: Bool) {
+        if activities[activity] == nil, activities.count >= limits.activities { prune() }
+        var entry = activities.removeValue(forKey: activity) ?? ActivityChanges(activityID: activity)
         if newEvent { entry.events += 1 }
-        switch change.kind {
+        switch kind {
         case .added: entry.added += 1
         case .removed: entry.removed += 1
         case .changed: entry.changed += 1
         }
-        if entry.examples.count < limits.examplesPerActivity { entry.examples.append(change) }
-        activities[change.activityID] = entry
+        if let example, entry.examples.count < limits.examplesPerActivity { entry.examples.append(example) }
+        activities[activity] = entry
     }
 
     /// Drops the less affected half of the activity table.
@@ -181,9 +200,8 @@ public struct RuleDiff: Sendable {
     /// Folds the base rules' commands into the activities' states.
     private mutating func track(_ outcomes: [RuleOutcome], now: UnixTime) {
         for case .command(let command) in outcomes {
-            if var state = states.removeValue(forKey: command.activityID) {
-                state.fold(command, now: now)
-                states[command.activityID] = state
+            if let index = states.index(forKey: command.activityID) {
+                states.values[index].fold(command, now: now)
             } else if states.count < limits.trackedStates {
                 var state = ActivityState(activityID: command.activityID, createdAt: now)
                 state.fold(command, now: now)
