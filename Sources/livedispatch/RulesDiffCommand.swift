@@ -149,10 +149,12 @@ extension RulesCommand {
             }
             if stats {
                 let events = Double(report.summary.eventsRead)
+                let cpu = ThreadCPUTime.processSeconds()
                 func rate(_ duration: Duration) -> Int { duration.seconds > 0 ? Int(saturating: events / duration.seconds) : 0 }
                 RulesCommand.printError(
                     "stats: \(report.summary.eventsRead) events in \(String(format: "%.2f", elapsed.seconds)) s: \(rate(elapsed)) events/s read and diffed, "
                         + "\(rate(diffing)) events/s diffed (\(String(format: "%.2f", diffing.seconds)) s); "
+                        + "\(String(format: "%.1f", cpu)) s of CPU (\(cpu > 0 ? Int(saturating: events / cpu) : 0) events per CPU second); "
                         + "peak RSS \(String(format: "%.0f", ChildProcess.statusMegabytes("VmHWM:", process: "self"))) MB")
             }
             if !report.newErrors.isEmpty {
