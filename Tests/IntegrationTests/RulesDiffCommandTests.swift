@@ -115,6 +115,19 @@ struct RulesDiffCommandTests {
         for delivery in pending { _ = try await delivery.wait() }
         try Self.checkDemoDiffs(bootstrap: bootstrap, events: events.count + 1)
 
+        // --limit-events stops the read; --topics narrows it to topics no change touches.
+        let alert = try Self.changedRules(Self.goalTitle)
+        defer { try? FileManager.default.removeItem(at: alert) }
+        let common = ["rules", "diff", alert.path, "--base", Self.shippedRules.path, "--bootstrap-servers", bootstrap, "--since", "15m", "--json"]
+        let limited = try runProcess(common + ["--limit-events", "3"])
+        #expect(limited.status == 0, "\(limited.standardError)")
+        #expect(try JSONValue.parse(limited.standardOutput)["summary"]?["events_read"] == .integer(3))
+        let deliveries = try runProcess(common + ["--topics", "delivery.orders"])
+        #expect(deliveries.status == 0, "\(deliveries.standardError)")
+        let summary = try JSONValue.parse(deliveries.standardOutput)["summary"]
+        #expect(summary?["events_read"] == .integer(Int64(events.filter { $0.topic == "delivery.orders" }.count)))
+        #expect(summary?["events_differing"] == .integer(0))
+
         // Bad arguments and unreadable rules say what and where.
         let missing = try runProcess(["rules", "diff", "/nonexistent/rules", "--base", Self.shippedRules.path, "--bootstrap-servers", bootstrap, "--since", "1h"])
         #expect(missing.status == 2)
