@@ -29,10 +29,13 @@ public struct KafkaPartitionReader: Sendable {
 
     /// ``readToEnd(topic:partition:timeout:_:)`` a batch at a time (up to
     /// 1,024 records, in offset order), for a caller that applies a batch
-    /// under one lock take.
+    /// under one lock take. With `since` (milliseconds since the Unix
+    /// epoch), the read starts at the first record of that time or later,
+    /// found by timestamp (librdkafka's `offsets_for_times`), and records
+    /// older than that are skipped.
     @discardableResult
     public func readBatchesToEnd(
-        topic: String, partition: Int32, timeout: Duration = .seconds(30),
+        topic: String, partition: Int32, since: Int64? = nil, timeout: Duration = .seconds(30),
         _ body: ([KafkaRecord]) async throws -> Void
     ) async throws -> Int64 {
         let properties = configuration.librdkafkaProperties
@@ -40,7 +43,7 @@ public struct KafkaPartitionReader: Sendable {
         let buffer = BoundedEventBuffer<RestoreEvent>(capacity: 16)
         let milliseconds = Int32(clamping: timeout.milliseconds)
         DedicatedThread.start(name: "kafka-restore") {
-            reader.read(topic: topic, partition: partition, timeoutMilliseconds: milliseconds, into: buffer)
+            reader.read(topic: topic, partition: partition, since: since, timeoutMilliseconds: milliseconds, into: buffer)
         }
         defer { buffer.cancel() }
         while let events = await buffer.next() {

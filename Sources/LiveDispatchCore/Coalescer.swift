@@ -215,33 +215,7 @@ public struct Coalescer: Sendable {
         let eventTime = command.timestamp ?? recordTime
         entry.state.lastOffset = offset
         entry.state.remember(command, at: now, since: now + -configuration.idempotencyWindow, limit: configuration.maxRememberedIDs)
-        if command.event == .start || command.replaceState {
-            entry.state.contentState = command.contentState ?? .object([:])
-        } else if let patch = command.contentState {
-            entry.state.contentState.applyMergePatch(patch)
-        }
-        if command.event == .end {
-            // An end carries only what its own command sets: the stale date
-            // and relevance of earlier updates do not apply to the final
-            // state (nor to its push sent again after a restart), and a
-            // dismissal date set by an update (where it means nothing) never
-            // dismisses the activity.
-            entry.state.staleDate = command.staleDate
-            entry.state.relevanceScore = command.relevanceScore
-            entry.state.dismissalDate = command.dismissalDate
-        } else {
-            if let staleDate = command.staleDate {
-                entry.state.staleDate = staleDate
-            } else if let carried = entry.state.staleDate, carried <= now {
-                // A stale date that has passed is not carried into a new
-                // update: it would arrive already stale, expiring at once.
-                entry.state.staleDate = nil
-            }
-            if let relevanceScore = command.relevanceScore { entry.state.relevanceScore = relevanceScore }
-        }
-        if let attributesType = command.attributesType { entry.state.attributesType = attributesType }
-        if let attributes = command.attributes { entry.state.attributes = attributes }
-        if entry.state.app == nil { entry.state.app = command.app }
+        entry.state.fold(command, now: now)
 
         var held = entry.held ?? Held(firstAt: now, deadline: now, eventTime: eventTime, offsets: [])
         held.eventTime = max(held.eventTime, eventTime)

@@ -12,7 +12,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure LiveDispatch components.",
-        subcommands: [BenchAPNsCommand.self, BenchWorkerCommand.self, BenchDispatchCommand.self, BenchFanOutCommand.self, BenchFaultsCommand.self, BenchScaleCommand.self, BenchSoakCommand.self, BenchHTTPAttackCommand.self]
+        subcommands: [BenchAPNsCommand.self, BenchWorkerCommand.self, BenchDispatchCommand.self, BenchFanOutCommand.self, BenchFaultsCommand.self, BenchScaleCommand.self, BenchSoakCommand.self, BenchHTTPAttackCommand.self, BenchRulesDiffCommand.self]
     )
 }
 

@@ -8,8 +8,8 @@ import LiveDispatchRules
 struct RulesCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rules",
-        abstract: "Check, test, explain and benchmark the mapping rules.",
-        subcommands: [Check.self, Test.self, Explain.self, Schema.self, Bench.self]
+        abstract: "Check, test, explain, diff and benchmark the mapping rules.",
+        subcommands: [Check.self, Test.self, Explain.self, Diff.self, Schema.self, Bench.self]
     )
 
     static let defaultDirectory = "Config/rules"

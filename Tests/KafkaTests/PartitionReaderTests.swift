@@ -1,3 +1,4 @@
+import Foundation
 import Kafka
 import Testing
 
@@ -34,6 +35,28 @@ struct PartitionReaderTests {
         #expect(try await reader.endOffset(topic: topic, partition: 1) == 50)
         #expect(try await reader.endOffset(topic: topic, partition: 2) == 1)
         #expect(try await reader.endOffset(topic: topic, partition: 0) == 0)
+    }
+
+    /// The mock cluster cannot look records up by time (it answers "none
+    /// that recent"); the reader then checks the last record's time and
+    /// reads from the beginning, skipping older records.
+    @Test func readsFromATime() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let topic = uniqueName("events")
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+        for index in 0..<5 {
+            try await producer.send(topic: topic, key: nil, value: Array("event-\(index)".utf8), partition: 0)
+        }
+        let reader = KafkaPartitionReader(configuration: cluster.clientConfiguration(), logger: testLogger())
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        var recent: [Int64] = []
+        try await reader.readBatchesToEnd(topic: topic, partition: 0, since: now - 60_000) { recent += $0.map(\.offset) }
+        #expect(recent == [0, 1, 2, 3, 4])
+        var future: [Int64] = []
+        let end = try await reader.readBatchesToEnd(topic: topic, partition: 0, since: now + 60_000) { future += $0.map(\.offset) }
+        #expect(future.isEmpty)
+        #expect(end == 5)
     }
 
     @Test func missingPartitionIsReported() async throws {

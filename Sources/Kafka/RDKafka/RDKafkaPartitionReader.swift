@@ -76,8 +76,62 @@ final class RDKafkaPartitionReader: Sendable {
             isRetryable: true))
     }
 
-    /// Reads (blocking) and pushes records, then `.caughtUp` or `.failed`; stops early when the reader is gone.
-    func read(topic: String, partition: Int32, timeoutMilliseconds: Int32, into buffer: BoundedEventBuffer<RestoreEvent>) {
+    /// The offset of the partition's first record with a timestamp at or
+    /// after `milliseconds` (ListOffsets by time), or `end` when none is;
+    /// blocks up to the timeout.
+    private func offset(
+        atTime milliseconds: Int64, topic: String, partition: Int32, end: Int64, timeoutMilliseconds: Int32
+    ) -> Result<Int64, KafkaError> {
+        let list = RDKafkaPartitionList.make([TopicPartition(topic: topic, partition: partition)], offsets: [milliseconds])
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        let error = rd_kafka_offsets_for_times(handle.pointer, list, timeoutMilliseconds)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            return .failure(KafkaError(code: .restore, message: "could not find the offset of time \(milliseconds) ms in \(topic)[\(partition)]", error: error))
+        }
+        guard let entry = RDKafkaPartitionList.read(list).first else { return .success(end) }
+        guard entry.error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            return .failure(KafkaError(code: .restore, message: "could not find the offset of time \(milliseconds) ms in \(topic)[\(partition)]", error: entry.error))
+        }
+        // -1 (the logical end): no record is that recent.
+        return .success(entry.offset < 0 ? end : entry.offset)
+    }
+
+    /// The timestamp of the record before `end`, nil when none arrives
+    /// within the timeout or it has none; leaves nothing assigned.
+    private func lastTimestamp(topic: String, partition: Int32, end: Int64, timeoutMilliseconds: Int32) -> Int64? {
+        let rk = handle.pointer
+        let list = RDKafkaPartitionList.make([TopicPartition(topic: topic, partition: partition)], offsets: [end - 1])
+        let assignError = rd_kafka_assign(rk, list)
+        rd_kafka_topic_partition_list_destroy(list)
+        guard assignError == RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
+        defer { _ = rd_kafka_assign(rk, nil) }
+        let clock = ContinuousClock()
+        let deadline = clock.now + .milliseconds(Int64(timeoutMilliseconds)) // not from a Double: an Int32 of milliseconds
+        while clock.now < deadline {
+            guard let message = rd_kafka_consumer_poll(rk, 100) else { continue }
+            defer { rd_kafka_message_destroy(message) }
+            switch message.pointee.err {
+            case RD_KAFKA_RESP_ERR_NO_ERROR:
+                var type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+                let time = rd_kafka_message_timestamp(message, &type)
+                return type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : time
+            case RD_KAFKA_RESP_ERR__PARTITION_EOF:
+                return nil
+            default:
+                continue
+            }
+        }
+        return nil
+    }
+
+    /// Reads (blocking) and pushes records, then `.caughtUp` or `.failed`;
+    /// stops early when the reader is gone. With `since` (milliseconds
+    /// since the Unix epoch) the read starts at the first record of that
+    /// time or later, found by timestamp, and skips any older record after
+    /// it; otherwise it starts at the beginning.
+    func read(
+        topic: String, partition: Int32, since: Int64? = nil, timeoutMilliseconds: Int32, into buffer: BoundedEventBuffer<RestoreEvent>
+    ) {
         defer {
             _ = rd_kafka_consumer_close(handle.pointer)
             buffer.finish()
@@ -99,8 +153,32 @@ final class RDKafkaPartitionReader: Sendable {
             buffer.push([.caughtUp(endOffset: high)])
             return
         }
-        let list = RDKafkaPartitionList.make(
-            [TopicPartition(topic: topic, partition: partition)], offsets: [Int64(RD_KAFKA_OFFSET_BEGINNING)])
+        var start = Int64(RD_KAFKA_OFFSET_BEGINNING)
+        // Records older than `since` are skipped even past the offset the
+        // lookup found: Tansu answers it with the partition's first offset
+        // for any time, and the mock cluster cannot look up by time at all.
+        let notBefore = since
+        if let since {
+            switch offset(atTime: since, topic: topic, partition: partition, end: high, timeoutMilliseconds: timeoutMilliseconds) {
+            case .failure(let failure):
+                buffer.push([.failed(failure)])
+                return
+            case .success(let offset) where offset < high:
+                start = offset
+            case .success:
+                // "No record that recent" is also what a broker that cannot
+                // look up by time answers (librdkafka's mock cluster): the
+                // last record's time tells which. When it is recent, the
+                // partition is read from its beginning.
+                guard let last = lastTimestamp(topic: topic, partition: partition, end: high, timeoutMilliseconds: timeoutMilliseconds),
+                      last >= since
+                else {
+                    buffer.push([.caughtUp(endOffset: high)])
+                    return
+                }
+            }
+        }
+        let list = RDKafkaPartitionList.make([TopicPartition(topic: topic, partition: partition)], offsets: [start])
         let assignError = rd_kafka_assign(rk, list)
         rd_kafka_topic_partition_list_destroy(list)
         guard assignError == RD_KAFKA_RESP_ERR_NO_ERROR else {
@@ -135,7 +213,9 @@ final class RDKafkaPartitionReader: Sendable {
                     // fetcher's end of partition, not `high`: some brokers (Tansu)
                     // answer ListOffsets with the last batch's base offset, which
                     // would leave that batch unread.
-                    pending.append(RDKafkaMessage.record(from: message, topicNames: &topicNames))
+                    let record = RDKafkaMessage.record(from: message, topicNames: &topicNames)
+                    if let notBefore, let time = record.timestampMilliseconds, time < notBefore { break }
+                    pending.append(record)
                 case RD_KAFKA_RESP_ERR__PARTITION_EOF:
                     caughtUp = raw.offset >= high
                     end = max(high, raw.offset)

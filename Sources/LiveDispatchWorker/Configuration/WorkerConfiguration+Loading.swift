@@ -211,8 +211,9 @@ enum ConfigurationValue: Sendable {
     case apiKeys([WorkerConfiguration.APIKey])
 }
 
-/// Parses `250ms`, `2s`, `5m`, `12h`, `1d`, or plain seconds.
-func parseDuration(_ text: String) -> Double? {
+/// Parses `250ms`, `2s`, `5m`, `12h`, `1d`, or plain seconds, as the
+/// configuration and the command line write durations.
+public func parseDuration(_ text: String) -> Double? {
     let trimmed = text.trimmingCharacters(in: .whitespaces)
     let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
     for (suffix, scale) in units where trimmed.hasSuffix(suffix) {

@@ -260,22 +260,17 @@ public final class Router: Service, Sendable {
 
     /// The commands and dead letters one event turns into.
     func outputs(for record: KafkaRecord, now: UnixTime) -> [Output] {
-        let timestamp = record.timestampMilliseconds.map { UnixTime(seconds: Double($0) / 1000) } ?? now
-        let keyText = record.key.map { String(decoding: $0, as: UTF8.self) }
-        let value = record.value ?? []
         func deadLetter(_ reason: DeadLetterReason, _ message: String, rule: String?) -> Output {
             self.deadLetter(for: record, reason: reason, message: message, rule: rule, now: now)
         }
-        if value.count > configuration.limits.maxEventBytes {
+        let maxEventBytes = configuration.limits.maxEventBytes
+        let domain = DomainRecord(record, now: now, maxEventBytes: maxEventBytes)
+        if let rejection = domain.rejection {
             metrics.eventRouted("too_large")
-            return [deadLetter(.invalidJSON, "event is \(value.count) bytes, over limits.max_event_bytes (\(configuration.limits.maxEventBytes))", rule: nil)]
+            return [deadLetter(.invalidJSON, rejection.reason, rule: nil)]
         }
-        var headers: [String: String] = [:]
-        for header in record.headers { headers[header.key] = header.value.map { String(decoding: $0, as: UTF8.self) } ?? "" }
         var outputs: [Output] = []
-        for outcome in rules.current.evaluate(
-            topic: record.topic, partition: record.partition, offset: record.offset, key: keyText, headers: headers,
-            timestamp: timestamp, value: value, now: now, eventLimits: RuleSet.eventLimits(maxBytes: configuration.limits.maxEventBytes))
+        for outcome in domain.evaluate(rules.current, now: now, maxEventBytes: maxEventBytes)
         {
             switch outcome {
             case .command(let command):
