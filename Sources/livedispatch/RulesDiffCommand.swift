@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Kafka
+import LiveDispatchBench
 import LiveDispatchCore
 import LiveDispatchRules
 import LiveDispatchWorker
