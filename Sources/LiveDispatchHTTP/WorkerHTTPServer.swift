@@ -51,7 +51,7 @@ public struct WorkerHTTPServer: Service {
 
     /// The server of a running worker: its dispatcher's health, its producer for the ingest API.
     /// `onListening` is told the bound port once the server accepts connections.
-    public init(components: WorkerHTTPComponents, exposition: Exposition?, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) throws {
+    public init(components: WorkerComponents, exposition: Exposition?, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) throws {
         let dispatcher = components.dispatcher
         let configuration = components.configuration
         let producer = components.producer

@@ -13,9 +13,11 @@ public struct WorkerStartError: Error, Sendable, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// What the worker's HTTP server is built from (it lives in its own target,
-/// `LiveDispatchHTTP`, which the caller of ``Worker/start(configuration:options:logger:metrics:http:waitingHTTP:)`` links).
-public struct WorkerHTTPComponents: Sendable {
+/// The parts of a running worker that the services its caller adds are
+/// built from: the HTTP server (in its own target, `LiveDispatchHTTP`, which
+/// the caller of ``Worker/start(configuration:options:logger:metrics:http:waitingHTTP:)``
+/// links) and the demo's replay.
+public struct WorkerComponents: Sendable {
     public let configuration: WorkerConfiguration
     public let dispatcher: Dispatcher
     /// The worker's producer: what the ingest API accepts goes to Kafka through it.
@@ -28,11 +30,10 @@ public struct WorkerHTTPComponents: Sendable {
 }
 
 /// Makes the worker's HTTP server, started with the other services when `admin.listen` is set.
-public typealias WorkerHTTPServerFactory = @Sendable (WorkerHTTPComponents) throws -> any Service
+public typealias WorkerHTTPServerFactory = @Sendable (WorkerComponents) throws -> any Service
 
-/// Makes a service the worker runs after its own (the demo's replay), from
-/// the same parts as its HTTP server.
-public typealias WorkerServiceFactory = @Sendable (WorkerHTTPComponents) throws -> ServiceGroupConfiguration.ServiceConfiguration
+/// Makes a service the worker runs after its own (the demo's replay).
+public typealias WorkerServiceFactory = @Sendable (WorkerComponents) throws -> ServiceGroupConfiguration.ServiceConfiguration
 
 /// An APNs server in the worker's own process, the one `apns.endpoint:
 /// simulator` names (`LiveDispatchDemo` starts the APNs simulator): where
@@ -173,7 +174,7 @@ public final class Worker: Sendable {
         // Started in this order and shut down in reverse: the consumers stop
         // first, the dispatcher drains, the producer flushes last.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: producer), .init(service: dispatcher), .init(service: router)]
-        let components = WorkerHTTPComponents(configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, kafka: client, logger: logger)
+        let components = WorkerComponents(configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, kafka: client, logger: logger)
         if !configuration.admin.listen.isEmpty, let http {
             services.append(.init(service: try http(components)))
         }
