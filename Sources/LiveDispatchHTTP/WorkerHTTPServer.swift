@@ -125,8 +125,9 @@ public struct WorkerHTTPServer: Service {
         router.add(middleware: RequestHygieneMiddleware())
         router.add(middleware: ErrorResponseMiddleware(logger: components.logger))
         router.add(middleware: BodyLimitMiddleware(maxBytes: 0))
-        router.add(middleware: HealthRoutesOnly())
-        Self.addHealthRoutes(to: router, health: health, exposition: exposition)
+        let handlers = Self.healthHandlers(health: health, exposition: exposition)
+        router.add(middleware: HealthRoutesOnly(paths: Set(handlers.map(\.0))))
+        for (path, handler) in handlers { router.get(RouterPath(path), use: handler) }
         self.init(
             router: router, host: host, port: port, listen: configuration.admin.listen, probe: probe,
             probeListen: configuration.admin.probeListen, configuration: configuration.http, health: health, exposition: exposition,
@@ -304,10 +305,11 @@ public struct WorkerHTTPServer: Service {
 /// In front of the health routes of a worker waiting for Kafka: any other
 /// path is answered 503 `unavailable`, since nothing behind it works yet.
 struct HealthRoutesOnly<Context: RequestContext>: RouterMiddleware {
-    static var paths: Set<String> { ["/healthz", "/readyz", "/metrics", "/status"] }
+    /// The health routes' paths.
+    let paths: Set<String>
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard Self.paths.contains(request.uri.path) else {
+        guard paths.contains(request.uri.path) else {
             return APIError(
                 status: .serviceUnavailable, code: "unavailable", message: "the worker has not reached Kafka yet; GET /status says why",
                 retryAfter: 5

@@ -163,7 +163,7 @@ public final class Router: Service, Sendable {
             if isTracked { complete(tracked, offset: record.offset) }
             return
         }
-        let event = RoutedEvent(record: record, partition: tracked, outputs: deliveries.count, tracked: isTracked)
+        let event = RoutedEvent(record: record, committing: isTracked ? tracked : nil, outputs: deliveries.count)
         for (output, first) in deliveries { watch(output, first, event: event, attempt: 0) }
     }
 
@@ -171,15 +171,14 @@ public final class Router: Service, Sendable {
     /// when the last one is.
     final class RoutedEvent: Sendable {
         let record: KafkaRecord
-        let partition: OffsetTracker.Partition
-        /// Whether its offset is committed when done.
-        let tracked: Bool
+        /// The partition whose commit position it holds back; nil for a
+        /// record routed during a hand-over, which is never committed.
+        let committing: OffsetTracker.Partition?
         private let remaining: Atomic<Int>
 
-        init(record: KafkaRecord, partition: OffsetTracker.Partition, outputs: Int, tracked: Bool) {
+        init(record: KafkaRecord, committing: OffsetTracker.Partition?, outputs: Int) {
             self.record = record
-            self.partition = partition
-            self.tracked = tracked
+            self.committing = committing
             self.remaining = Atomic(outputs)
         }
 
@@ -210,7 +209,7 @@ public final class Router: Service, Sendable {
     }
 
     private func stored(_ event: RoutedEvent) {
-        if event.stored(), event.tracked { complete(event.partition, offset: event.record.offset) }
+        if event.stored(), let partition = event.committing { complete(partition, offset: event.record.offset) }
     }
 
     /// Kafka refused an output (after librdkafka's own retries), or its
