@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Kafka
 import LiveDispatchDemo
 import LiveDispatchHTTP
 import LiveDispatchWorker
@@ -76,6 +77,20 @@ struct RunCommand: AsyncParsableCommand {
         let printLine: @Sendable (String) -> Void = { line in
             FileHandle.standardOutput.write(Data((line + "\n").utf8))
         }
+        try await runWorker(configuration: configuration, registry: registry, logger: logger, printLine: printLine)
+        // The worker is released: its Kafka clients are being destroyed on
+        // their own threads, which must end before the process does.
+        if await !KafkaClients.waitUntilDestroyed(timeout: .seconds(10)) {
+            logger.warning("Kafka clients still open at exit")
+        }
+    }
+
+    /// Starts the worker and runs it until it stops; returns once nothing
+    /// holds it any more.
+    private func runWorker(
+        configuration: WorkerConfiguration, registry: PrometheusCollectorRegistry, logger: Logger,
+        printLine: @escaping @Sendable (String) -> Void
+    ) async throws {
         let console = replay == nil ? nil : printLine
         let worker: Worker
         do {

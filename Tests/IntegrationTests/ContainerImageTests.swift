@@ -97,7 +97,8 @@ struct ContainerImageTests {
             return try WorkerReadiness.of(port: adminPort)?.ready == 200 ? true : nil
         }
         #expect(!worker.errors.contains { $0.contains("kafka.facility=FAIL") }, "\(worker.errors.filter { $0.contains("FAIL") }.prefix(3))")
-        #expect(try await worker.process.stop(timeout: .seconds(20)) == 0, "\(worker.errors.suffix(8))")
+        let status = try await worker.process.stop(timeout: .seconds(20))
+        #expect(status == 0, "status \(status): \(worker.output.suffix(4)) \(worker.errors.suffix(8))")
     }
 
     @Test("two containers of the image, one with every capability dropped, share the partitions of one group")

@@ -137,6 +137,7 @@ public final class BackgroundProcess: Sendable {
                 let line = String(decoding: pending, as: UTF8.self)
                 sink.append(line)
             }
+            sink.finish()
         }
         thread.start()
     }
@@ -155,12 +156,18 @@ public final class BackgroundProcess: Sendable {
         }
     }
 
-    /// Sends SIGTERM (or `signal`) and waits for the process to exit.
+    /// Sends SIGTERM (or `signal`) and waits for the process to exit and
+    /// (for up to 5 s) for its last output lines to be read.
     @discardableResult
     public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(30)) async throws -> Int32 {
         if process.isRunning { kill(process.processIdentifier, signal) }
         try await waitFor("process \(process.processIdentifier) to exit", timeout: timeout) {
             self.process.isRunning ? nil : true
+        }
+        // A child that inherited the pipes may hold them open: then the lines
+        // read so far are what a failure message shows.
+        _ = try? await waitFor("process \(process.processIdentifier)'s output to end", timeout: .seconds(5)) {
+            self.lines.isFinished && self.errorLines.isFinished ? true : nil
         }
         return process.terminationStatus
     }
@@ -173,10 +180,17 @@ public final class BackgroundProcess: Sendable {
 /// Lines of a process's output, appended by a reader thread.
 public final class LineBuffer: Sendable {
     private let lines = Mutex<[String]>([])
+    private let finished = Mutex(false)
 
     public init() {}
 
     public func append(_ line: String) { lines.withLock { $0.append(line) } }
 
+    /// Marks the end of the output: no line follows.
+    public func finish() { finished.withLock { $0 = true } }
+
     public var snapshot: [String] { lines.withLock { $0 } }
+
+    /// Whether the output ended (the writer closed its end).
+    public var isFinished: Bool { finished.withLock { $0 } }
 }
