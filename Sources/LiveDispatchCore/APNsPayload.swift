@@ -73,7 +73,7 @@ public enum APNsPayload {
     static func bytes(for push: LiveActivityPush) -> [UInt8] {
         var aps = JSONObjectWriter(prefix: Array(#"{"aps":"#.utf8), capacity: 512)
         // Keys in the serializer's order (sorted by their bytes).
-        aps.member("alert", push.alert) { $0.write(to: &$1) }
+        aps.member("alert", push.alert) { $0.write(to: &$1, wire: true) }
         let start = push.event == .start
         if start {
             aps.value("attributes", push.attributes)

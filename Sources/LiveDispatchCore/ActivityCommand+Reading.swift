@@ -217,7 +217,7 @@ extension JSONParser {
             return true
         }
         guard complete, let title, let body else { return nil }
-        return ActivityAlert(title: title, body: body, sound: sound)
+        return ActivityAlert(title: .text(title), body: .text(body), sound: sound)
     }
 
     mutating func directSource() -> CommandSource? {

@@ -28,30 +28,32 @@ public struct PushPriority: Sendable, Hashable, Comparable, CustomStringConverti
     public var description: String { String(rawValue) }
 }
 
-/// The visible alert of a push: `title`, `body` and an optional `sound`.
+/// The visible alert of a push: `title`, `body` (each text or a localized
+/// key with arguments, ``AlertText``) and an optional `sound`.
 public struct ActivityAlert: Sendable, Hashable {
-    public var title: String
-    public var body: String
+    public var title: AlertText
+    public var body: AlertText
     public var sound: String?
 
-    public init(title: String, body: String, sound: String? = nil) {
+    public init(title: AlertText, body: AlertText, sound: String? = nil) {
         self.title = title
         self.body = body
         self.sound = sound
     }
 
     public var json: JSONValue {
-        var fields: [String: JSONValue] = ["title": .string(title), "body": .string(body)]
+        var fields: [String: JSONValue] = ["title": title.json, "body": body.json]
         if let sound { fields["sound"] = .string(sound) }
         return .object(fields)
     }
 
-    /// Appends ``json``'s bytes, keys in the serializer's order.
-    func write(to output: inout [UInt8]) {
+    /// Appends ``json``'s bytes (`wire`: localized texts as APNs spells
+    /// them), keys in the serializer's order.
+    func write(to output: inout [UInt8], wire: Bool = false) {
         var writer = JSONObjectWriter(continuing: &output)
-        writer.string("body", body)
+        writer.member("body", body) { $0.write(to: &$1, wire: wire) }
         writer.string("sound", sound)
-        writer.string("title", title)
+        writer.member("title", title) { $0.write(to: &$1, wire: wire) }
         output = writer.finish()
     }
 
@@ -60,8 +62,8 @@ public struct ActivityAlert: Sendable, Hashable {
     init(json: JSONValue, path: String) throws(FieldError) {
         let reader = try FieldReader(json, path: path, what: "an alert")
         try reader.rejectUnknown(Self.fieldNames)
-        title = try reader.requiredString("title")
-        body = try reader.requiredString("body")
+        title = try AlertText(json: try reader.required("title"), path: reader.name("title"))
+        body = try AlertText(json: try reader.required("body"), path: reader.name("body"))
         sound = try reader.string("sound")
     }
 }

@@ -123,7 +123,29 @@ final class CompiledRule: Sendable {
 
 /// The alert of a rule: title, body and sound templates.
 struct AlertTemplates: Sendable {
-    var title: Template
-    var body: Template
+    var title: AlertTextTemplate
+    var body: AlertTextTemplate
     var sound: Template?
+}
+
+/// A title or body template: text, or a localized key and its arguments,
+/// each a template.
+enum AlertTextTemplate: Sendable {
+    case text(Template)
+    case localized(key: Template, arguments: [Template])
+
+    func render(_ context: EvaluationContext, field: String) throws(EvaluationFailure) -> AlertText {
+        switch self {
+        case .text(let template):
+            return .text(try template.render(context, field: field))
+        case .localized(let key, let arguments):
+            let renderedKey = try key.render(context, field: "\(field).loc_key")
+            guard !renderedKey.isEmpty else { throw EvaluationFailure("\(field).loc_key: the key is empty") }
+            var rendered: [String] = []
+            for (index, argument) in arguments.enumerated() {
+                rendered.append(try argument.render(context, field: "\(field).loc_args[\(index)]"))
+            }
+            return .localized(key: renderedKey, arguments: rendered)
+        }
+    }
 }

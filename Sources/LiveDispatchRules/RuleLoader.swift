@@ -175,6 +175,32 @@ struct RuleBuilder {
         }
     }
 
+    /// An alert's title or body: a template, or a mapping of `loc_key` (a
+    /// template) and `loc_args` (a list of at most ``AlertText/maxArguments``
+    /// templates).
+    mutating func alertText(_ node: YAMLNode, _ key: String) -> AlertTextTemplate? {
+        guard let pairs = node.pairs else { return template(node, key).map(AlertTextTemplate.text) }
+        checkKeys(pairs, allowed: ["loc_key", "loc_args"], context: key)
+        guard let keyNode = node["loc_key"] else {
+            problem(node, "missing key 'loc_key' in \(key)", expected: "text, or a mapping with loc_key and optionally loc_args")
+            return nil
+        }
+        let localizationKey = template(keyNode, "\(key).loc_key")
+        var arguments: [Template] = []
+        if let argumentsNode = node["loc_args"] {
+            guard let elements = argumentsNode.elements, elements.count <= AlertText.maxArguments else {
+                problem(argumentsNode, "\(key).loc_args is \(argumentsNode.elements.map { "a list of \($0.count)" } ?? argumentsNode.kindName)",
+                        expected: "a list of at most \(AlertText.maxArguments) templates")
+                return nil
+            }
+            for (index, element) in elements.enumerated() {
+                guard let argument = template(element, "\(key).loc_args[\(index)]") else { return nil }
+                arguments.append(argument)
+            }
+        }
+        return localizationKey.map { .localized(key: $0, arguments: arguments) }
+    }
+
     mutating func expect(_ compiled: CompiledExpression, at node: YAMLNode, _ key: String, types: [ValueType], expected: String) {
         if compiled.type != .dyn, !types.contains(compiled.type) {
             problem(in: node, offset: compiled.syntax.span.start, "\(key) is \(compiled.type.article)", expected: expected)
@@ -313,8 +339,8 @@ struct RuleBuilder {
         if let alertNode = node["alert"] {
             if let alertPairs = alertNode.pairs {
                 checkKeys(alertPairs, allowed: RuleLoader.alertKeys, context: "alert")
-                let title = alertNode["title"].flatMap { template($0, "alert.title") }
-                let body = alertNode["body"].flatMap { template($0, "alert.body") }
+                let title = alertNode["title"].flatMap { alertText($0, "alert.title") }
+                let body = alertNode["body"].flatMap { alertText($0, "alert.body") }
                 let sound = alertNode["sound"].flatMap { template($0, "alert.sound") }
                 for key in ["title", "body"] where alertNode[key] == nil {
                     problem(alertNode, "missing key '\(key)' in alert", expected: "an alert with title and body")

@@ -75,7 +75,7 @@ struct IngestAPITests {
 
         let update = try httpRequest(
             "POST", port: port, "/v1/activities/match-http/update", headers: Self.bearer.merging(["Idempotency-Key": "req-1"]) { $1 },
-            body: #"{"content_state": {"teamOneScore": 3, "teamTwoScore": 1}, "priority": 10, "notification": {"alert": {"title": "Goal!", "body": "3–1"}}}"#)
+            body: #"{"content_state": {"teamOneScore": 3, "teamTwoScore": 1}, "priority": 10, "notification": {"alert": {"title": "Goal!", "body": {"loc_key": "SCORE_%@_%@", "loc_args": ["3", "1"]}}}}"#)
         #expect(update.status == 202, "\(update)")
         let accepted = try JSONValue.parse(update.body)
         #expect(accepted["command_id"] == "req-1" && accepted["activity_id"] == "match-http" && accepted["event"] == "update")
@@ -85,6 +85,7 @@ struct IngestAPITests {
         }
         #expect(push.contentState["teamOneScore"] == .integer(3))
         #expect(push.aps["alert"]?["title"] == "Goal!")
+        #expect(push.aps["alert"]?["body"] == ["loc-key": "SCORE_%@_%@", "loc-args": ["3", "1"]])
 
         let command = try await waitFor("the command on the commands topic") {
             try await stack.read("livedispatch.commands").first { $0.key == Array("match-http".utf8) }

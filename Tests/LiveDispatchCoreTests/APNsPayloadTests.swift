@@ -37,6 +37,16 @@ struct APNsPayloadTests {
         #expect(String(decoding: bytes, as: UTF8.self) == #"{"aps":{"alert":{"body":"Owls v Hawks","title":"Kick-off"},"attributes":{"gameName":"Superb Owl"},"attributes-type":"SportsActivityAttributes","content-state":{"teamOneScore":0,"teamTwoScore":0},"event":"start","input-push-channel":"dHN0LXNyY2gtY2hubA==","input-push-token":1,"relevance-score":0.5,"timestamp":1764000000}}"#)
     }
 
+    @Test("a localized title and body go to APNs as loc-key and loc-args, counted as written")
+    func localizedAlert() throws {
+        let push = LiveActivityPush(
+            activityID: match, version: 4, event: .update, contentState: ["teamOneScore": 1], timestamp: UnixTime(seconds: 1_764_000_000),
+            alert: ActivityAlert(title: .localized(key: "GOAL_TITLE", arguments: ["Ada", "67"]), body: .localized(key: "GOAL_BODY", arguments: [])))
+        let bytes = try APNsPayload.encode(push)
+        #expect(String(decoding: bytes, as: UTF8.self) == #"{"aps":{"alert":{"body":{"loc-key":"GOAL_BODY"},"title":{"loc-args":["Ada","67"],"loc-key":"GOAL_TITLE"}},"content-state":{"teamOneScore":1},"event":"update","timestamp":1764000000}}"#)
+        #expect(APNsPayload.size(of: push) == bytes.count)
+    }
+
     @Test("every combination of members is written in the serializer's key order, and counted as written")
     func canonicalOrder() throws {
         for event in [ActivityEvent.start, .update, .end] {

@@ -20,6 +20,7 @@ struct CommandSerializationTests {
         channelStart.storagePolicy = nil
         channelStart.inputPushChannel = "ch-1"
         channelStart.audiences = []
+        channelStart.alert = ActivityAlert(title: .localized(key: "KICK_OFF", arguments: ["Lions", "Bears \"B\""]), body: .localized(key: "GO", arguments: []))
         full.alert?.sound = nil
         return [
             ActivityCommand(activityID: match),

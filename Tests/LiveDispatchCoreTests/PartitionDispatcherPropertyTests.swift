@@ -197,7 +197,7 @@ struct PartitionDispatcherPropertyTests {
                 let replace = event == .update && Double.random(in: 0..<1, using: &generator) < 0.05
                 let eventTime = simulation.now - Double.random(in: 0...5, using: &generator)
                 var command = ActivityCommand(activityID: activity, event: event, contentState: patch, replaceState: replace, timestamp: UnixTime(seconds: eventTime))
-                if Double.random(in: 0..<1, using: &generator) < 0.1 { command.alert = ActivityAlert(title: "t", body: "\(offset)") }
+                if Double.random(in: 0..<1, using: &generator) < 0.1 { command.alert = ActivityAlert(title: "t", body: .text("\(offset)")) }
                 if !ended.contains(activity) {
                     let current = expected[activity] ?? .object([:])
                     expected[activity] = replace ? patch : current.applyingMergePatch(patch)

@@ -5,6 +5,10 @@ import LiveDispatchRules
 import Synchronization
 import Testing
 
+extension Components.Schemas.AlertText: ExpressibleByStringLiteral {
+    public init(stringLiteral value: String) { self = .case1(value) }
+}
+
 /// What a test's `WorkerAPI` produced: topic, key, value.
 final class ProducedRecords: Sendable {
     let produced = Mutex<[(String, [UInt8], [UInt8])]>([])
@@ -33,6 +37,16 @@ struct IngestCommandTests {
         #expect(made.contentState == .object(["teamOneScore": .integer(2)]))
         #expect(made.priority == .normal)
         #expect(try command(body).get().id == "generated-id")
+    }
+
+    @Test("a localized title and body, in the alert or in Braze's notification, reach the command; a bad argument is pointed at")
+    func localizedAlert() throws {
+        let title = Components.Schemas.AlertText.LocalizedText(.init(locKey: "GOAL_TITLE", locArgs: ["Ada", "67"]))
+        let expected = ActivityAlert(title: .localized(key: "GOAL_TITLE", arguments: ["Ada", "67"]), body: "2–1")
+        #expect(try command(Update(alert: .init(title: title, body: "2–1"))).get().alert == expected)
+        #expect(try command(Update(notification: .init(alert: .init(title: title, body: "2–1")))).get().alert == expected)
+        let empty = Components.Schemas.AlertText.LocalizedText(.init(locKey: ""))
+        #expect(problems(command(Update(alert: .init(title: empty, body: "b")))) == ["/alert/title/loc_key"])
     }
 
     @Test("Braze's notification becomes the alert")

@@ -34,14 +34,7 @@ struct AudienceRuleTests {
         """
     }
 
-    func diagnostics(_ text: String) -> [String] {
-        do {
-            _ = try RuleSet.compile(files: [("kickoff.yaml", text)])
-            return []
-        } catch {
-            return error.diagnostics.map(\.description)
-        }
-    }
+    func diagnostics(_ text: String) -> [String] { ruleDiagnostics("kickoff.yaml", text) }
 
     @Test("a start rule names its audiences as templates; each becomes an audience key of the command")
     func audiences() throws {

@@ -48,9 +48,9 @@ extension Components {
         /// - Remark: Generated from `#/components/schemas/Alert`.
         internal struct Alert: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Alert/title`.
-            internal var title: Swift.String
+            internal var title: Components.Schemas.AlertText
             /// - Remark: Generated from `#/components/schemas/Alert/body`.
-            internal var body: Swift.String
+            internal var body: Components.Schemas.AlertText
             /// - Remark: Generated from `#/components/schemas/Alert/sound`.
             internal var sound: Swift.String?
             /// Creates a new `Alert`.
@@ -60,8 +60,8 @@ extension Components {
             ///   - body:
             ///   - sound:
             internal init(
-                title: Swift.String,
-                body: Swift.String,
+                title: Components.Schemas.AlertText,
+                body: Components.Schemas.AlertText,
                 sound: Swift.String? = nil
             ) {
                 self.title = title
@@ -76,11 +76,11 @@ extension Components {
             internal init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
                 self.title = try container.decode(
-                    Swift.String.self,
+                    Components.Schemas.AlertText.self,
                     forKey: .title
                 )
                 self.body = try container.decode(
-                    Swift.String.self,
+                    Components.Schemas.AlertText.self,
                     forKey: .body
                 )
                 self.sound = try container.decodeIfPresent(
@@ -91,6 +91,81 @@ extension Components {
                     "title",
                     "body",
                     "sound"
+                ])
+            }
+        }
+        /// Text shown as it is, or a key of the app's localized strings with its arguments (sent to APNs as `loc-key` and `loc-args`).
+        ///
+        /// - Remark: Generated from `#/components/schemas/AlertText`.
+        internal enum AlertText: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AlertText/case1`.
+            case case1(Swift.String)
+            /// - Remark: Generated from `#/components/schemas/AlertText/case2`.
+            case LocalizedText(Components.Schemas.LocalizedText)
+            internal init(from decoder: any Swift.Decoder) throws {
+                var errors: [any Swift.Error] = []
+                do {
+                    self = .case1(try decoder.decodeFromSingleValueContainer())
+                    return
+                } catch {
+                    errors.append(error)
+                }
+                do {
+                    self = .LocalizedText(try .init(from: decoder))
+                    return
+                } catch {
+                    errors.append(error)
+                }
+                throw Swift.DecodingError.failedToDecodeOneOfSchema(
+                    type: Self.self,
+                    codingPath: decoder.codingPath,
+                    errors: errors
+                )
+            }
+            internal func encode(to encoder: any Swift.Encoder) throws {
+                switch self {
+                case let .case1(value):
+                    try encoder.encodeToSingleValueContainer(value)
+                case let .LocalizedText(value):
+                    try value.encode(to: encoder)
+                }
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/LocalizedText`.
+        internal struct LocalizedText: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/LocalizedText/loc_key`.
+            internal var locKey: Swift.String
+            /// - Remark: Generated from `#/components/schemas/LocalizedText/loc_args`.
+            internal var locArgs: [Swift.String]?
+            /// Creates a new `LocalizedText`.
+            ///
+            /// - Parameters:
+            ///   - locKey:
+            ///   - locArgs:
+            internal init(
+                locKey: Swift.String,
+                locArgs: [Swift.String]? = nil
+            ) {
+                self.locKey = locKey
+                self.locArgs = locArgs
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case locKey = "loc_key"
+                case locArgs = "loc_args"
+            }
+            internal init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.locKey = try container.decode(
+                    Swift.String.self,
+                    forKey: .locKey
+                )
+                self.locArgs = try container.decodeIfPresent(
+                    [Swift.String].self,
+                    forKey: .locArgs
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "loc_key",
+                    "loc_args"
                 ])
             }
         }
@@ -109,17 +184,17 @@ extension Components {
             /// - Remark: Generated from `#/components/schemas/Notification/alert`.
             internal struct AlertPayload: Codable, Hashable, Sendable {
                 /// - Remark: Generated from `#/components/schemas/Notification/alert/title`.
-                internal var title: Swift.String
+                internal var title: Components.Schemas.AlertText
                 /// - Remark: Generated from `#/components/schemas/Notification/alert/body`.
-                internal var body: Swift.String
+                internal var body: Components.Schemas.AlertText
                 /// Creates a new `AlertPayload`.
                 ///
                 /// - Parameters:
                 ///   - title:
                 ///   - body:
                 internal init(
-                    title: Swift.String,
-                    body: Swift.String
+                    title: Components.Schemas.AlertText,
+                    body: Components.Schemas.AlertText
                 ) {
                     self.title = title
                     self.body = body
@@ -131,11 +206,11 @@ extension Components {
                 internal init(from decoder: any Swift.Decoder) throws {
                     let container = try decoder.container(keyedBy: CodingKeys.self)
                     self.title = try container.decode(
-                        Swift.String.self,
+                        Components.Schemas.AlertText.self,
                         forKey: .title
                     )
                     self.body = try container.decode(
-                        Swift.String.self,
+                        Components.Schemas.AlertText.self,
                         forKey: .body
                     )
                     try decoder.ensureNoAdditionalProperties(knownKeys: [
