@@ -20,18 +20,26 @@ struct AudienceStarts: Sendable {
     struct PushToStartToken: Sendable, Hashable {
         var attributesType: String
         var registered: RegisteredToken
+        var device: String?
 
         init(_ registration: PushToStartRegistration) {
             attributesType = registration.attributesType
             registered = RegisteredToken(
                 environment: registration.environment, expiresAt: registration.expiresAt, registeredAt: registration.registeredAt,
                 app: registration.app)
+            device = registration.device
         }
 
         func registration(_ audience: AudienceKey, _ token: DeviceToken) -> PushToStartRegistration {
             PushToStartRegistration(
                 audience: audience, attributesType: attributesType, token: token, environment: registered.environment,
-                expiresAt: registered.expiresAt, registeredAt: registered.registeredAt, app: registered.app)
+                expiresAt: registered.expiresAt, registeredAt: registered.registeredAt, app: registered.app, device: device)
+        }
+
+        /// Whether `other` is a token of the same device for the same app
+        /// and attributes type (and so replaces this one).
+        func sameDevice(as other: PushToStartToken) -> Bool {
+            device != nil && device == other.device && attributesType == other.attributesType && registered.app == other.registered.app
         }
     }
 
@@ -92,22 +100,37 @@ struct AudienceStarts: Sendable {
         let started = fields.removeValue(forKey: "started")
         guard var registration = try? PushToStartRegistration(json: .object(fields)), registration.action == .register else { return }
         registration.app = apps.restored(registration.app)
-        audiences[registration.audience, default: [:]][registration.token] = PushToStartToken(registration)
+        let restored = PushToStartToken(registration)
+        // A replaced token whose tombstone was not written: the newer
+        // registration of the device wins.
+        let previous = audiences[registration.audience]?.first { $0.key != registration.token && $0.value.sameDevice(as: restored) }
+        if let previous {
+            let earliest = UnixTime(seconds: 0)
+            guard (previous.value.registered.registeredAt ?? earliest) <= (registration.registeredAt ?? earliest) else { return }
+            remove(registration.audience, previous.key)
+        }
+        audiences[registration.audience, default: [:]][registration.token] = restored
         if let started { budget.restore(registration.token, PushToStartBudget.Ledger(json: started)) }
     }
 
     /// A push-to-start registration read from `tokens`: the value its
-    /// `token-store` record takes, nil for a tombstone.
-    mutating func apply(_ registration: PushToStartRegistration, now: UnixTime) -> [UInt8]? {
+    /// `token-store` record takes (nil for a tombstone), and the tokens of
+    /// the same device it replaces in the audience, whose records are
+    /// removed.
+    mutating func apply(_ registration: PushToStartRegistration, now: UnixTime) -> (value: [UInt8]?, replaced: [DeviceToken]) {
         var registration = registration
         switch registration.action {
         case .register where !registration.isExpired(at: now):
             registration.registeredAt = registration.registeredAt ?? now
-            audiences[registration.audience, default: [:]][registration.token] = PushToStartToken(registration)
-            return Self.storedValue(registration, ledger: budget.ledger(of: registration.token))
+            let token = PushToStartToken(registration)
+            let replaced = (audiences[registration.audience] ?? [:])
+                .filter { $0.key != registration.token && $0.value.sameDevice(as: token) }.keys.sorted()
+            for old in replaced { remove(registration.audience, old) }
+            audiences[registration.audience, default: [:]][registration.token] = token
+            return (Self.storedValue(registration, ledger: budget.ledger(of: registration.token)), replaced)
         case .register, .unregister:
             remove(registration.audience, registration.token)
-            return nil
+            return (nil, [])
         }
     }
 

@@ -8,8 +8,15 @@ extension PartitionDispatcher {
 
     /// A push-to-start registration read from `tokens` (already accepted).
     mutating func pushToStartRecord(_ registration: PushToStartRegistration, offset: Int64, now: UnixTime) -> [Action] {
-        let value = audienceStarts.apply(registration, now: now)
-        return [writes.produce(.tokenStore, key: registration.storeKey, value: value, then: .completeOffsets(.tokens, [offset]))]
+        let (value, replaced) = audienceStarts.apply(registration, now: now)
+        // The replaced tokens' tombstones go first on the same partition, so
+        // the offset is complete once the registration's write is.
+        var actions: [Action] = []
+        for token in replaced {
+            actions.append(writes.produce(.tokenStore, key: PushToStartRegistration.storeKey(registration.audience, token), value: nil, then: .nothing))
+        }
+        actions.append(writes.produce(.tokenStore, key: registration.storeKey, value: value, then: .completeOffsets(.tokens, [offset])))
+        return actions
     }
 
     /// A record of this partition of `starts`.

@@ -183,12 +183,20 @@ public struct PushToStartRegistration: Sendable, Hashable, Expiring {
     /// The app the token belongs to (`apps:`); nil for the only app. An
     /// audience start of one app goes only to that app's tokens.
     public var app: String?
+    /// The backend's name for the device (or user) the token is on: a new
+    /// token of the same device, app and attributes type in the audience
+    /// replaces the one registered before.
+    public var device: String?
+    /// Longest device name, in UTF-8 bytes.
+    public static let maxDeviceBytes = 200
 
     public init(
         audience: AudienceKey, attributesType: String, token: DeviceToken, action: TokenRegistration.Action = .register,
-        environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil, registeredAt: UnixTime? = nil, app: String? = nil
+        environment: APNsEnvironment = .production, expiresAt: UnixTime? = nil, registeredAt: UnixTime? = nil, app: String? = nil,
+        device: String? = nil
     ) {
         self.app = app
+        self.device = device
         self.audience = audience
         self.attributesType = attributesType
         self.token = token
@@ -199,7 +207,7 @@ public struct PushToStartRegistration: Sendable, Hashable, Expiring {
     }
 
     static let fieldNames: Set<String> = [
-        "kind", "audience", "attributes_type", "token", "action", "environment", "expires_at", "registered_at", "app",
+        "kind", "audience", "attributes_type", "token", "action", "environment", "expires_at", "registered_at", "app", "device",
     ]
 
     /// Reads a registration whose `kind` is `push_to_start`; `apps` as for
@@ -221,6 +229,14 @@ public struct PushToStartRegistration: Sendable, Hashable, Expiring {
             throw FieldError(field: "attributes_type", message: "must be a Swift type name of 1 to 256 bytes")
         }
         (token, action, environment, expiresAt, registeredAt, app) = try TokenRegistration.commonFields(reader, apps: apps)
+        device = try reader.string("device")
+        if let device {
+            guard !device.isEmpty, device.utf8.count <= Self.maxDeviceBytes,
+                  !device.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else {
+                throw FieldError(field: "device", message: "must be 1 to \(Self.maxDeviceBytes) bytes of text without control characters")
+            }
+        }
     }
 
     public var json: JSONValue {
@@ -229,6 +245,7 @@ public struct PushToStartRegistration: Sendable, Hashable, Expiring {
         fields["kind"] = .string(TokenKind.pushToStart.rawValue)
         fields["audience"] = .string(audience.rawValue)
         fields["attributes_type"] = .string(attributesType)
+        if let device { fields["device"] = .string(device) }
         return .object(fields)
     }
 

@@ -22,6 +22,28 @@ struct PushToStartEndToEndTests {
         WorkerStack.counter("livedispatch_audience_starts_total", labels: "outcome=\"already-started\"", in: try stack.metrics(port: port))
     }
 
+    @Test("a device's new push-to-start token replaces its old one: the old one's record is removed and a start reaches only the new one")
+    func deviceReplacesItsToken() async throws {
+        let stack = try await WorkerStack()
+        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration(adminPort: try freePort()))
+        let (old, new) = (token(21, salt: 7), token(22, salt: 7))
+        for pushToken in [old, new] {
+            try await stack.produce(
+                "livedispatch.tokens", key: Self.audience,
+                #"{"kind": "push_to_start", "audience": "\#(Self.audience)", "attributes_type": "SportsActivityAttributes", "token": "\#(pushToken)", "device": "phone-1"}"#)
+        }
+        let oldKey = "\(Self.audience)\u{1E}\(old)"
+        _ = try await stack.waitWithDiagnostics("the old token's tombstone in token-store", workers: [worker]) {
+            try await stack.read("livedispatch.token-store").contains { $0.key == Array(oldKey.utf8) && $0.value == nil } ? true : nil
+        }
+        try await stack.produce("livedispatch.commands", key: Self.activity, start(score: 0))
+        _ = try await stack.waitWithDiagnostics("the start to the new token", workers: [worker]) {
+            stack.pushesByToken()[new]?.first { $0.event == "start" }
+        }
+        #expect(stack.pushesByToken()[old] == nil)
+        #expect(try await worker.stop() == 0)
+    }
+
     @Test("a start to an audience reaches each push-to-start token once with input-push-token; the update tokens the devices register get the updates; neither a repeat nor a re-delivery starts them again")
     func audienceStart() async throws {
         let stack = try await WorkerStack()

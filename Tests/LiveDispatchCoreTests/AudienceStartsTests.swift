@@ -34,7 +34,7 @@ struct AudienceStartsTests {
             registration(otherApp, app: "news"),
         ] {
             let stored = starts.apply(registration, now: time(0))
-            #expect(stored != nil)
+            #expect(stored.value != nil && stored.replaced.isEmpty)
         }
         return starts
     }
@@ -121,6 +121,53 @@ struct AudienceStartsTests {
         #expect(finished == .audienceStarted(other.push.activityID, audience: audience, delivered: [], alreadyStarted: 0))
     }
 
+    @Test("a device's new token replaces its old one of the same app and type in the audience, also when both are restored")
+    func deviceReplacesItsToken() throws {
+        func named(_ token: DeviceToken, device: String?, type: String = "MatchAttributes", app: String? = "scores", at seconds: Double = 0) -> PushToStartRegistration {
+            var registration = registration(token, type: type, app: app)
+            registration.device = device
+            registration.registeredAt = time(seconds)
+            return registration
+        }
+        var starts = AudienceStarts(budget: .init())
+        #expect(starts.apply(named(first, device: "phone-1"), now: time(0)).replaced.isEmpty)
+        #expect(starts.apply(named(otherType, device: "phone-1", type: "OtherAttributes"), now: time(0)).replaced.isEmpty)
+        #expect(starts.apply(named(otherApp, device: "phone-1", app: "news"), now: time(0)).replaced.isEmpty)
+        #expect(starts.apply(named(second, device: nil), now: time(0)).replaced.isEmpty, "a token without a device replaces none")
+        let renewed = try DeviceToken(hex: "e5")
+        let applied = starts.apply(named(renewed, device: "phone-1", at: 5), now: time(5))
+        #expect(applied.replaced == [first])
+        #expect(starts.tokens(of: audience) == [second, otherType, otherApp, renewed].sorted())
+        #expect(applied.value.map { String(decoding: $0, as: UTF8.self).contains(#""device":"phone-1""#) } == true)
+
+        // Read back from token-store with the old record still there (its
+        // tombstone not yet written): the newer registration wins, in
+        // either order.
+        let (old, new) = (try DeviceToken(hex: String(repeating: "a1", count: 32)), try DeviceToken(hex: String(repeating: "e5", count: 32)))
+        for order in [[old, new], [new, old]] {
+            var restored = AudienceStarts(budget: .init())
+            for token in order {
+                let registration = named(token, device: "phone-1", at: token == new ? 5 : 0)
+                restored.restore(key: registration.storeKey, value: registration.json.serialized(), apps: .unchecked)
+            }
+            #expect(restored.tokens(of: audience) == [new], "\(order)")
+        }
+    }
+
+    @Test("the dispatcher writes the replaced token's tombstone before the registration that completes its offset")
+    func replacementWrites() throws {
+        var dispatcher = PartitionDispatcher(partition: 2, configuration: .init())
+        var registration = registration(first, app: nil)
+        registration.device = "phone-1"
+        _ = dispatcher.pushToStartRecord(registration, offset: 10, now: time(0))
+        registration.token = try DeviceToken(hex: "e5")
+        let actions = dispatcher.pushToStartRecord(registration, offset: 11, now: time(1))
+        let produced = actions.compactMap { if case .produce(let produce) = $0 { produce } else { nil } }
+        #expect(produced.map(\.key) == [PushToStartRegistration.storeKey(audience, first), registration.storeKey])
+        #expect(produced.map { $0.value == nil } == [true, false])
+        #expect(dispatcher.pushToStartTokens(of: audience) == [registration.token])
+    }
+
     @Test("a token APNs reports gone is forgotten and tombstoned; expired tokens are swept")
     func removalAndSweep() {
         var starts = machine()
@@ -138,7 +185,7 @@ struct AudienceStartsTests {
         #expect(swept == [PushToStartRegistration.storeKey(audience, first)])
         #expect(expiring.tokens(of: audience) == [second])
         let expired = expiring.apply(registration(second, expiresAt: time(5)), now: time(6))
-        #expect(expired == nil, "an expired registration is a removal")
+        #expect(expired.value == nil, "an expired registration is a removal")
         #expect(expiring.tokens(of: audience).isEmpty)
     }
 }

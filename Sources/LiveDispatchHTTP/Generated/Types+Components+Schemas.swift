@@ -624,6 +624,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/TokenRequest/attributes_type`.
             internal var attributesType: Swift.String?
+            /// With a push-to-start token, the backend's name for the device (or user) it is on; a new token of the same device, app and attributes type replaces the one registered before in the audience.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenRequest/device`.
+            internal var device: Swift.String?
             /// - Remark: Generated from `#/components/schemas/TokenRequest/token`.
             internal var token: Components.Schemas.DeviceToken
             /// - Remark: Generated from `#/components/schemas/TokenRequest/environment`.
@@ -638,6 +642,7 @@ extension Components {
             ///   - activityId:
             ///   - audience: The audience key a push-to-start token is registered in (a user id, "followers:owls").
             ///   - attributesType: The `ActivityAttributes` type a push-to-start token starts.
+            ///   - device: With a push-to-start token, the backend's name for the device (or user) it is on; a new token of the same device, app and attributes type replaces the one registered before in the audience.
             ///   - token:
             ///   - environment:
             ///   - expiresAt:
@@ -647,6 +652,7 @@ extension Components {
                 activityId: Components.Schemas.ActivityID? = nil,
                 audience: Swift.String? = nil,
                 attributesType: Swift.String? = nil,
+                device: Swift.String? = nil,
                 token: Components.Schemas.DeviceToken,
                 environment: Components.Schemas.Environment? = nil,
                 expiresAt: Components.Schemas.Date? = nil
@@ -656,6 +662,7 @@ extension Components {
                 self.activityId = activityId
                 self.audience = audience
                 self.attributesType = attributesType
+                self.device = device
                 self.token = token
                 self.environment = environment
                 self.expiresAt = expiresAt
@@ -666,6 +673,7 @@ extension Components {
                 case activityId = "activity_id"
                 case audience
                 case attributesType = "attributes_type"
+                case device
                 case token
                 case environment
                 case expiresAt = "expires_at"
@@ -692,6 +700,10 @@ extension Components {
                     Swift.String.self,
                     forKey: .attributesType
                 )
+                self.device = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .device
+                )
                 self.token = try container.decode(
                     Components.Schemas.DeviceToken.self,
                     forKey: .token
@@ -710,6 +722,7 @@ extension Components {
                     "activity_id",
                     "audience",
                     "attributes_type",
+                    "device",
                     "token",
                     "environment",
                     "expires_at"
