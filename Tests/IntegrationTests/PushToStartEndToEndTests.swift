@@ -22,10 +22,10 @@ struct PushToStartEndToEndTests {
         WorkerStack.counter("livedispatch_audience_starts_total", labels: "outcome=\"already-started\"", in: try stack.metrics(port: port))
     }
 
-    @Test("a device's new push-to-start token replaces its old one: the old one's record is removed and a start reaches only the new one")
+    @Test("a device's new push-to-start token replaces its old one: the old one's record is removed, a start reaches only the new one, and the audience route shows it with its start")
     func deviceReplacesItsToken() async throws {
         let stack = try await WorkerStack()
-        let worker = try await stack.startWorker(configuration: try stack.writeConfiguration(adminPort: try freePort()))
+        let (port, worker) = try await stack.startHTTPWorker(extra: IngestAPITests.http())
         let (old, new) = (token(21, salt: 7), token(22, salt: 7))
         for pushToken in [old, new] {
             try await stack.produce(
@@ -41,6 +41,19 @@ struct PushToStartEndToEndTests {
             stack.pushesByToken()[new]?.first { $0.event == "start" }
         }
         #expect(stack.pushesByToken()[old] == nil)
+
+        let reader = ["Authorization": "Bearer \(IngestAPITests.readKey)"]
+        let path = "/v1/audiences/\(Self.audience.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/", ":"])) ?? "")"
+        let view = try await waitFor("the new token's start in GET /v1/audiences") { () -> JSONValue? in
+            let answer = try httpRequest("GET", port: port, path, headers: reader)
+            guard answer.status == 200, let view = try? JSONValue.parse(answer.body) else { return nil }
+            return view["items"]?.arrayValue?.first?["starts"]?.arrayValue?.isEmpty == false ? view : nil
+        }
+        #expect(view["audience"] == .string(Self.audience) && view["count"] == 1)
+        let item = try #require(view["items"]?.arrayValue?.first)
+        #expect(item["token"] == .string(new) && item["device"] == "phone-1" && item["attributes_type"] == "SportsActivityAttributes")
+        #expect(item["starts"]?.arrayValue?.first?["activity_id"] == .string(Self.activity))
+        #expect(try httpRequest("GET", port: port, "/v1/audiences/nobody", headers: reader).status == 404)
         #expect(try await worker.stop() == 0)
     }
 

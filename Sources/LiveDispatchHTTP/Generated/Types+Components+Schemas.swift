@@ -1066,6 +1066,135 @@ extension Components {
                 case nextCursor = "next_cursor"
             }
         }
+        /// - Remark: Generated from `#/components/schemas/AudienceView`.
+        internal struct AudienceView: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AudienceView/audience`.
+            internal var audience: Swift.String
+            /// The audience's push-to-start tokens, all pages together.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AudienceView/count`.
+            internal var count: Swift.Int
+            /// Tokens sorted by token.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AudienceView/items`.
+            internal var items: [Components.Schemas.AudienceToken]
+            /// Pass as `cursor` for the next page; absent on the last.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AudienceView/next_cursor`.
+            internal var nextCursor: Swift.String?
+            /// Creates a new `AudienceView`.
+            ///
+            /// - Parameters:
+            ///   - audience:
+            ///   - count: The audience's push-to-start tokens, all pages together.
+            ///   - items: Tokens sorted by token.
+            ///   - nextCursor: Pass as `cursor` for the next page; absent on the last.
+            internal init(
+                audience: Swift.String,
+                count: Swift.Int,
+                items: [Components.Schemas.AudienceToken],
+                nextCursor: Swift.String? = nil
+            ) {
+                self.audience = audience
+                self.count = count
+                self.items = items
+                self.nextCursor = nextCursor
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case audience
+                case count
+                case items
+                case nextCursor = "next_cursor"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AudienceToken`.
+        internal struct AudienceToken: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AudienceToken/token`.
+            internal var token: Swift.String
+            /// - Remark: Generated from `#/components/schemas/AudienceToken/attributes_type`.
+            internal var attributesType: Swift.String
+            /// - Remark: Generated from `#/components/schemas/AudienceToken/app`.
+            internal var app: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/AudienceToken/device`.
+            internal var device: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/AudienceToken/environment`.
+            internal var environment: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/AudienceToken/registered_at`.
+            internal var registeredAt: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/AudienceToken/expires_at`.
+            internal var expiresAt: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/AudienceToken/StartsPayload`.
+            internal struct StartsPayloadPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/AudienceToken/StartsPayload/activity_id`.
+                internal var activityId: Swift.String
+                /// - Remark: Generated from `#/components/schemas/AudienceToken/StartsPayload/at`.
+                internal var at: Swift.Double
+                /// Creates a new `StartsPayloadPayload`.
+                ///
+                /// - Parameters:
+                ///   - activityId:
+                ///   - at:
+                internal init(
+                    activityId: Swift.String,
+                    at: Swift.Double
+                ) {
+                    self.activityId = activityId
+                    self.at = at
+                }
+                internal enum CodingKeys: String, CodingKey {
+                    case activityId = "activity_id"
+                    case at
+                }
+            }
+            /// The starts the token was sent that the worker keeps in its ledger, oldest first.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AudienceToken/starts`.
+            internal typealias StartsPayload = [Components.Schemas.AudienceToken.StartsPayloadPayload]
+            /// The starts the token was sent that the worker keeps in its ledger, oldest first.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AudienceToken/starts`.
+            internal var starts: Components.Schemas.AudienceToken.StartsPayload
+            /// Creates a new `AudienceToken`.
+            ///
+            /// - Parameters:
+            ///   - token:
+            ///   - attributesType:
+            ///   - app:
+            ///   - device:
+            ///   - environment:
+            ///   - registeredAt:
+            ///   - expiresAt:
+            ///   - starts: The starts the token was sent that the worker keeps in its ledger, oldest first.
+            internal init(
+                token: Swift.String,
+                attributesType: Swift.String,
+                app: Swift.String? = nil,
+                device: Swift.String? = nil,
+                environment: Swift.String? = nil,
+                registeredAt: Swift.Double? = nil,
+                expiresAt: Swift.Double? = nil,
+                starts: Components.Schemas.AudienceToken.StartsPayload
+            ) {
+                self.token = token
+                self.attributesType = attributesType
+                self.app = app
+                self.device = device
+                self.environment = environment
+                self.registeredAt = registeredAt
+                self.expiresAt = expiresAt
+                self.starts = starts
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case token
+                case attributesType = "attributes_type"
+                case app
+                case device
+                case environment
+                case registeredAt = "registered_at"
+                case expiresAt = "expires_at"
+                case starts
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/TokenEntry`.
         internal struct TokenEntry: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/TokenEntry/token`.

@@ -2176,6 +2176,337 @@ internal enum Operations {
             }
         }
     }
+    /// An audience's push-to-start tokens and the starts each was sent
+    ///
+    /// Read from Kafka, not from one worker's memory, so every worker
+    /// answers alike: the audience's push-to-start registrations on
+    /// `token-store` (in the audience's partition), sorted by token, each
+    /// with its attributes type, app, device and the starts it was sent
+    /// (the ledger the worker keeps beside it). Page with `cursor`. Needs a
+    /// key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/audiences/{audience}`.
+    /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)`.
+    internal enum GetAudience {
+        internal static let id: Swift.String = "getAudience"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/audiences/{audience}/GET/path`.
+            internal struct Path: Sendable, Hashable {
+                /// The audience key (1 to 256 bytes without control characters).
+                ///
+                /// - Remark: Generated from `#/paths/v1/audiences/{audience}/GET/path/audience`.
+                internal var audience: Swift.String
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - audience: The audience key (1 to 256 bytes without control characters).
+                internal init(audience: Swift.String) {
+                    self.audience = audience
+                }
+            }
+            internal var path: Operations.GetAudience.Input.Path
+            /// - Remark: Generated from `#/paths/v1/audiences/{audience}/GET/query`.
+            internal struct Query: Sendable, Hashable {
+                /// List the tokens after this one (the `next_cursor` of the previous page).
+                ///
+                /// - Remark: Generated from `#/paths/v1/audiences/{audience}/GET/query/cursor`.
+                internal var cursor: Components.Schemas.DeviceToken?
+                /// How many tokens to list (1 to 500, default 100).
+                ///
+                /// - Remark: Generated from `#/paths/v1/audiences/{audience}/GET/query/limit`.
+                internal var limit: Swift.Int?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - cursor: List the tokens after this one (the `next_cursor` of the previous page).
+                ///   - limit: How many tokens to list (1 to 500, default 100).
+                internal init(
+                    cursor: Components.Schemas.DeviceToken? = nil,
+                    limit: Swift.Int? = nil
+                ) {
+                    self.cursor = cursor
+                    self.limit = limit
+                }
+            }
+            internal var query: Operations.GetAudience.Input.Query
+            /// - Remark: Generated from `#/paths/v1/audiences/{audience}/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetAudience.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetAudience.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.GetAudience.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            internal init(
+                path: Operations.GetAudience.Input.Path,
+                query: Operations.GetAudience.Input.Query = .init(),
+                headers: Operations.GetAudience.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/audiences/{audience}/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/audiences/{audience}/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.AudienceView)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.AudienceView {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.GetAudience.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.GetAudience.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The audience's push-to-start tokens.
+            ///
+            /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetAudience.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.GetAudience.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is not valid; `problems` points at each bad field.
+            ///
+            /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or one the worker does not know.
+            ///
+            /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key lacks the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            internal var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            internal struct NotFound: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/audiences/{audience}/GET/responses/404/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/audiences/{audience}/GET/responses/404/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.GetAudience.Output.NotFound.Body
+                /// Creates a new `NotFound`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.GetAudience.Output.NotFound.Body) {
+                    self.body = body
+                }
+            }
+            /// No push-to-start token of this audience is on Kafka.
+            ///
+            /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Operations.GetAudience.Output.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            internal var notFound: Operations.GetAudience.Output.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
+            ///
+            /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Kafka did not acknowledge the record; nothing was accepted, retry later.
+            ///
+            /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// The newest dead letters, by activity and reason
     ///
     /// Reads the `dead-letters` topic (every partition, to its end at the

@@ -73,6 +73,19 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/activities/{activity_id}/tokens`.
     /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/tokens/get(listActivityTokens)`.
     func listActivityTokens(_ input: Operations.ListActivityTokens.Input) async throws -> Operations.ListActivityTokens.Output
+    /// An audience's push-to-start tokens and the starts each was sent
+    ///
+    /// Read from Kafka, not from one worker's memory, so every worker
+    /// answers alike: the audience's push-to-start registrations on
+    /// `token-store` (in the audience's partition), sorted by token, each
+    /// with its attributes type, app, device and the starts it was sent
+    /// (the ledger the worker keeps beside it). Page with `cursor`. Needs a
+    /// key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/audiences/{audience}`.
+    /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)`.
+    func getAudience(_ input: Operations.GetAudience.Input) async throws -> Operations.GetAudience.Output
     /// The newest dead letters, by activity and reason
     ///
     /// Reads the `dead-letters` topic (every partition, to its end at the
@@ -249,6 +262,29 @@ extension APIProtocol {
         headers: Operations.ListActivityTokens.Input.Headers = .init()
     ) async throws -> Operations.ListActivityTokens.Output {
         try await listActivityTokens(Operations.ListActivityTokens.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// An audience's push-to-start tokens and the starts each was sent
+    ///
+    /// Read from Kafka, not from one worker's memory, so every worker
+    /// answers alike: the audience's push-to-start registrations on
+    /// `token-store` (in the audience's partition), sorted by token, each
+    /// with its attributes type, app, device and the starts it was sent
+    /// (the ledger the worker keeps beside it). Page with `cursor`. Needs a
+    /// key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/audiences/{audience}`.
+    /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)`.
+    internal func getAudience(
+        path: Operations.GetAudience.Input.Path,
+        query: Operations.GetAudience.Input.Query = .init(),
+        headers: Operations.GetAudience.Input.Headers = .init()
+    ) async throws -> Operations.GetAudience.Output {
+        try await getAudience(Operations.GetAudience.Input(
             path: path,
             query: query,
             headers: headers
