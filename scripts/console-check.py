@@ -11,7 +11,9 @@ The worker must be bound to loopback (the read views need no key there) and
 know KEY with the ingest, read and admin scopes. Steps: the activities list
 shows each expected activity with its Lock Screen text; the activity page
 shows the same text on its Lock Screen preview, a push history, and its
-tokens, each with its last outcome (delivered with the final `end`); the rule
+tokens, each with its last outcome (delivered with the final `end`); the
+demo's push-to-start audience lists its two tokens with their type and the
+start each was sent, which links to the activity and its type; the rule
 playground explains a goal event; an `end` sent before its activity had a
 state is dead-lettered, then replayed with the Replay button once the
 activity exists, and the activity is seen ended. Any step that does not
@@ -176,6 +178,21 @@ def main():
             expect(outcome).to_have_attribute("data-result", "delivered")
             expect(outcome).to_contain_text("(end)")
         shot("console-activity.png")
+
+        # The demo's push-to-start audience: its tokens, each with the type it
+        # starts and the start the worker recorded; that activity's type.
+        step("audience followers:owls")
+        page.locator('nav a[data-view="audiences"]').click()
+        page.fill("#audience-key", "followers:owls")
+        page.get_by_role("button", name="Show").click()
+        expect(page.locator("#audience-count")).to_have_text("(2)")
+        rows = page.locator("#audience-tokens tbody tr")
+        for index in range(2):
+            expect(rows.nth(index).locator("td").nth(1)).to_have_text("SportsActivityAttributes")
+            expect(rows.nth(index).locator("td.starts")).to_contain_text("match-owls-cup-2026")
+        shot("console-audience.png")
+        rows.first.locator("td.starts a").first.click()
+        expect(page.locator("#activity-type")).to_have_text("type SportsActivityAttributes")
 
         # The rule playground: a goal becomes an update of its match.
         step("rule playground")

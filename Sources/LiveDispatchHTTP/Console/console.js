@@ -118,7 +118,7 @@ function stamp(id) {
 }
 
 // ---- Views, chosen by the URL's hash: #/activities, #/activity/<id>,
-// #/dead-letters, #/rules.
+// #/audiences/<key>, #/dead-letters, #/rules.
 
 let timer = null;
 let generation = 0;
@@ -129,7 +129,7 @@ function route() {
   showNotice("");
   const hash = location.hash || "#/activities";
   const [, view, ...rest] = hash.split("/");
-  const name = { activity: "activity", "dead-letters": "dead-letters", rules: "rules" }[view] || "activities";
+  const name = { activity: "activity", audiences: "audiences", "dead-letters": "dead-letters", rules: "rules" }[view] || "activities";
   for (const section of document.querySelectorAll(".view")) section.hidden = section.id !== "view-" + name;
   for (const link of document.querySelectorAll("nav a")) {
     link.classList.toggle("active", link.dataset.view === name || (name === "activity" && link.dataset.view === "activities"));
@@ -149,6 +149,38 @@ function route() {
   if (name === "activities") poll(loadActivities);
   else if (name === "activity") poll(() => loadActivity(decodeURIComponent(rest.join("/"))));
   else if (name === "dead-letters") poll(loadDeadLetters);
+  else if (name === "audiences") {
+    const key = decodeURIComponent(rest.join("/"));
+    document.getElementById("audience-key").value = key;
+    if (key) poll(() => loadAudience(key));
+  }
+}
+
+async function loadAudience(key) {
+  let view;
+  try {
+    view = await api("/v1/audiences/" + encodeURIComponent(key) + "?limit=500");
+  } catch (error) {
+    if (error.status !== 404) throw error;
+    document.getElementById("audience-count").textContent = "(0)";
+    fill(document.querySelector("#audience-tokens tbody"), []);
+    showNotice("Kafka holds no push-to-start token of this audience.", false);
+    return;
+  }
+  showNotice("");
+  document.getElementById("audience-count").textContent = "(" + view.count + ")";
+  fill(document.querySelector("#audience-tokens tbody"), view.items.map((token) =>
+    element("tr", { "data-token": token.token },
+      element("td", { class: "mono", title: token.token, text: token.token.slice(0, 16) + "…" }),
+      element("td", { text: token.attributes_type }),
+      element("td", { text: token.app || "–" }),
+      element("td", { text: token.device || "–" }),
+      element("td", { text: token.environment || "production" }),
+      element("td", { text: time(token.registered_at) }),
+      element("td", { class: "starts" }, ...(token.starts.length ? token.starts.map((start) =>
+        element("div", {}, element("a", { href: "#/activity/" + encodeURIComponent(start.activity_id), text: start.activity_id }), " " + ago(start.at)))
+        : ["none"])))));
+  stamp("audience-updated");
 }
 
 async function loadActivities() {
@@ -180,6 +212,9 @@ async function loadActivity(id) {
   showNotice("");
   document.getElementById("activity-title").textContent = view.activity_id;
   const state = view.state || {};
+  const type = document.getElementById("activity-type");
+  type.textContent = state.attributes_type ? "type " + state.attributes_type : "type unknown";
+  type.title = state.attributes_type ? "The app's ActivityAttributes type, from the activity's start" : "No start named the activity's type";
   renderLockScreen(view, state);
   document.getElementById("activity-state").textContent = JSON.stringify(state.content_state ?? {}, null, 2);
 
@@ -411,6 +446,11 @@ function start() {
   document.getElementById("dead-letter-filter").addEventListener("submit", (event) => {
     event.preventDefault();
     loadDeadLetters().catch((error) => showNotice(error.message, true));
+  });
+  document.getElementById("audience-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const key = document.getElementById("audience-key").value.trim();
+    if (key) location.hash = "#/audiences/" + encodeURIComponent(key);
   });
   document.getElementById("explain-form").addEventListener("submit", explain);
   window.addEventListener("hashchange", route);
