@@ -13,7 +13,8 @@ shows each expected activity with its Lock Screen text; the activity page
 shows the same text on its Lock Screen preview, a push history, and its
 tokens, each with its last outcome (delivered with the final `end`); the
 demo's push-to-start audience lists its two tokens with their type and the
-start each was sent, which links to the activity and its type; the rule
+start each was sent, which links to the activity and its type; the
+channels view answers (empty in the demo); the rule
 playground explains a goal event; an `end` sent before its activity had a
 state is dead-lettered, then replayed with the Replay button once the
 activity exists, and the activity is seen ended. Any step that does not
@@ -193,6 +194,14 @@ def main():
         shot("console-audience.png")
         rows.first.locator("td.starts a").first.click()
         expect(page.locator("#activity-type")).to_have_text("type SportsActivityAttributes")
+
+        # The channels view: the demo's in-process simulator manages no
+        # channels, so it lists none (a channel's row is checked end to end
+        # by the broadcast tests against the simulator process).
+        step("broadcast channels")
+        page.locator('nav a[data-view="channels"]').click()
+        expect(page.locator("#channels-empty")).to_be_visible()
+        expect(page.locator("#channels-updated")).not_to_be_empty()
 
         # The rule playground: a goal becomes an update of its match.
         step("rule playground")

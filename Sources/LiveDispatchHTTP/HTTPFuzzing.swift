@@ -32,7 +32,7 @@ import Synchronization
         let flag = flag
         let rules = try RuleSet.compile(files: [])
         let api = WorkerAPI(
-            topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"),
+            topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d", channels: "ch"),
             produce: { _, _, _ in flag.raised.withLock { $0 = true } }, makeID: { "id" }, rules: { rules },
             readTopic: { _, _, _ in flag.raised.withLock { $0 = true } })
         var logger = Logger(label: "fuzz")

@@ -20,6 +20,7 @@ struct WorkerAPI: APIProtocol {
         var state: String
         var tokenStore: String
         var deadLetters: String
+        var channels: String
     }
 
     /// Which partitions of a topic to read: all, one, or the one a key goes to.

@@ -74,7 +74,8 @@ public struct WorkerHTTPServer: Service {
             exposition: scrape,
             topics: .init(
                 commands: configuration.topic(.commands), tokens: configuration.topic(.tokens), state: configuration.topic(.state),
-                tokenStore: configuration.topic(.tokenStore), deadLetters: configuration.topic(.deadLetters)),
+                tokenStore: configuration.topic(.tokenStore), deadLetters: configuration.topic(.deadLetters),
+                channels: configuration.topic(.channels)),
             produce: { topic, key, value in _ = try await producer.send(topic: topic, key: key, value: value) },
             rules: { [rules = components.rules] in rules.current },
             readTopic: Self.topicReader(client: components.kafka, logger: components.logger),

@@ -15,10 +15,17 @@ struct BroadcastEndToEndTests {
         try runProcess(["channels", "get", channelID, "--config", configuration])
     }
 
-    @Test("a broadcast start creates a channel published on channels; each update and the end reach it once; after the dismissal it is deleted and tombstoned")
+    /// The channels `GET /v1/channels?activity=` lists.
+    func listedChannels(port: Int) throws -> [JSONValue] {
+        let answer = try httpRequest("GET", port: port, "/v1/channels?activity=\(Self.activity)", headers: ["Authorization": "Bearer \(IngestAPITests.readKey)"])
+        return try JSONValue.parse(answer.body)["channels"]?.arrayValue ?? []
+    }
+
+    @Test("a broadcast start creates a channel published on channels and listed by GET /v1/channels; each update and the end reach it once; after the dismissal it is deleted and tombstoned")
     func lifecycle() async throws {
         let stack = try await WorkerStack()
-        let configuration = try stack.writeConfiguration()
+        let port = try freePort()
+        let configuration = try stack.writeConfiguration(adminPort: port, extra: IngestAPITests.http())
         let worker = try await stack.startWorker(configuration: configuration)
         let device = token(31, salt: 11)
         try await stack.register(device, for: Self.activity)
@@ -35,6 +42,8 @@ struct BroadcastEndToEndTests {
         #expect(record["environment"] == "production")
         #expect(record["storage_policy"] == "most-recent")
         #expect(record["created_at"]?.numberValue != nil)
+        let listed = try listedChannels(port: port)
+        #expect(listed.count == 1 && listed.first?["channel_id"] == .string(channelID) && listed.first?["storage_policy"] == "most-recent")
         let exists = try channelsGet(channelID, configuration: configuration)
         #expect(exists.status == 0, "\(exists.standardError)")
 
@@ -70,6 +79,7 @@ struct BroadcastEndToEndTests {
             try await stack.read("livedispatch.channels").last.flatMap { $0.value == nil ? true : nil }
         }
         #expect(tombstoned)
+        #expect(try listedChannels(port: port).isEmpty, "a deleted channel is not listed")
         _ = try await stack.waitWithDiagnostics("the channel deleted on the simulator", workers: [worker], timeout: .seconds(30)) {
             try channelsGet(channelID, configuration: configuration).status != 0 ? true : nil
         }

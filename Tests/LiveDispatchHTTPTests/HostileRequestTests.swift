@@ -154,7 +154,7 @@ struct HostileRequestTests {
         let emptyRules = try RuleSet.compile(files: [])
         let server = try WorkerHTTPServer(
             listen: "[::1]:0", configuration: WorkerConfiguration().http, health: .init(isReady: { true }, status: { "{}" }), exposition: nil,
-            topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"),
+            topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d", channels: "ch"),
             produce: { _, _, _ in }, rules: { emptyRules }, readTopic: { _, _, _ in }, logger: Logger(label: "test"),
             onListening: { ports.continuation.yield($0) })
         let group = ServiceGroup(configuration: .init(services: [server], gracefulShutdownSignals: [], logger: Logger(label: "test")))

@@ -113,7 +113,7 @@ struct IngestCommandTests {
         let rules = try ExplainRulesTests.shippedRules()
         let records = ProducedRecords()
         let api = WorkerAPI(
-            topics: .init(commands: "c", tokens: "livedispatch.tokens", state: "s", tokenStore: "ts", deadLetters: "d"),
+            topics: .init(commands: "c", tokens: "livedispatch.tokens", state: "s", tokenStore: "ts", deadLetters: "d", channels: "ch"),
             produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
         let hex = String(repeating: "ab", count: 32)
         let body = Components.Schemas.TokenRequest(kind: .pushToStart, audience: "followers:owls", attributesType: "SportsActivityAttributes", token: hex)
@@ -151,7 +151,7 @@ struct IngestCommandTests {
         let rules = try ExplainRulesTests.shippedRules()
         let records = ProducedRecords()
         let api = WorkerAPI(
-            topics: .init(commands: "livedispatch.commands", tokens: "livedispatch.tokens", state: "s", tokenStore: "ts", deadLetters: "d"),
+            topics: .init(commands: "livedispatch.commands", tokens: "livedispatch.tokens", state: "s", tokenStore: "ts", deadLetters: "d", channels: "ch"),
             produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id-1" }, rules: { rules }, readTopic: { _, _, _ in })
         let outcome = await api.submit(.end, activity: "match-42", idempotencyKey: nil, body: Update())
         guard case .accepted(let accepted) = outcome else {
@@ -171,7 +171,7 @@ struct IngestCommandTests {
         let rules = try ExplainRulesTests.shippedRules()
         struct Refused: Error {}
         let api = WorkerAPI(
-            topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"), produce: { _, _, _ in throw Refused() }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
+            topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d", channels: "ch"), produce: { _, _, _ in throw Refused() }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
         guard case .unavailable(let error) = await api.submit(.update, activity: "a", idempotencyKey: nil, body: Update()) else {
             Issue.record("expected 503")
             return
@@ -182,7 +182,7 @@ struct IngestCommandTests {
     @Test("token registrations use the tokens topic's decoder")
     func tokens() async throws {
         let rules = try ExplainRulesTests.shippedRules()
-        let api = WorkerAPI(topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"), produce: { _, _, _ in }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
+        let api = WorkerAPI(topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d", channels: "ch"), produce: { _, _, _ in }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
         let bad = await api.submit(registration: .object(["activity_id": "a", "token": "zz", "action": "register"]))
         guard case .invalid(let error) = bad else {
             Issue.record("a non-hex token must be refused")
@@ -214,7 +214,7 @@ struct IngestCommandTests {
 
         let records = ProducedRecords()
         var api = WorkerAPI(
-            topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d"),
+            topics: .init(commands: "c", tokens: "t", state: "s", tokenStore: "ts", deadLetters: "d", channels: "ch"),
             produce: { topic, key, value in records.produced.withLock { $0.append((topic, key, value)) } }, makeID: { "id" }, rules: { rules }, readTopic: { _, _, _ in })
         api.apps = apps
         let hex = String(repeating: "ab", count: 32)

@@ -118,7 +118,7 @@ function stamp(id) {
 }
 
 // ---- Views, chosen by the URL's hash: #/activities, #/activity/<id>,
-// #/audiences/<key>, #/dead-letters, #/rules.
+// #/audiences/<key>, #/channels, #/dead-letters, #/rules.
 
 let timer = null;
 let generation = 0;
@@ -129,7 +129,7 @@ function route() {
   showNotice("");
   const hash = location.hash || "#/activities";
   const [, view, ...rest] = hash.split("/");
-  const name = { activity: "activity", audiences: "audiences", "dead-letters": "dead-letters", rules: "rules" }[view] || "activities";
+  const name = { activity: "activity", audiences: "audiences", channels: "channels", "dead-letters": "dead-letters", rules: "rules" }[view] || "activities";
   for (const section of document.querySelectorAll(".view")) section.hidden = section.id !== "view-" + name;
   for (const link of document.querySelectorAll("nav a")) {
     link.classList.toggle("active", link.dataset.view === name || (name === "activity" && link.dataset.view === "activities"));
@@ -149,11 +149,27 @@ function route() {
   if (name === "activities") poll(loadActivities);
   else if (name === "activity") poll(() => loadActivity(decodeURIComponent(rest.join("/"))));
   else if (name === "dead-letters") poll(loadDeadLetters);
+  else if (name === "channels") poll(loadChannels);
   else if (name === "audiences") {
     const key = decodeURIComponent(rest.join("/"));
     document.getElementById("audience-key").value = key;
     if (key) poll(() => loadAudience(key));
   }
+}
+
+async function loadChannels() {
+  const list = await api("/v1/channels?limit=500");
+  const rows = list.channels.map((channel) =>
+    element("tr", { "data-activity": channel.activity_id },
+      element("td", {}, element("a", { href: "#/activity/" + encodeURIComponent(channel.activity_id), text: channel.activity_id })),
+      element("td", { class: "mono", text: channel.channel_id }),
+      element("td", { text: channel.environment }),
+      element("td", { text: channel.storage_policy }),
+      element("td", { text: channel.app || "–" }),
+      element("td", { text: time(channel.created_at) })));
+  fill(document.querySelector("#channels tbody"), rows);
+  document.getElementById("channels-empty").hidden = rows.length > 0;
+  stamp("channels-updated");
 }
 
 async function loadAudience(key) {

@@ -1066,6 +1066,78 @@ extension Components {
                 case nextCursor = "next_cursor"
             }
         }
+        /// - Remark: Generated from `#/components/schemas/ChannelList`.
+        internal struct ChannelList: Codable, Hashable, Sendable {
+            /// The matching channels, all of them (the list stops at `limit`).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ChannelList/count`.
+            internal var count: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/ChannelList/channels`.
+            internal var channels: [Components.Schemas.Channel]
+            /// Creates a new `ChannelList`.
+            ///
+            /// - Parameters:
+            ///   - count: The matching channels, all of them (the list stops at `limit`).
+            ///   - channels:
+            internal init(
+                count: Swift.Int,
+                channels: [Components.Schemas.Channel]
+            ) {
+                self.count = count
+                self.channels = channels
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case count
+                case channels
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Channel`.
+        internal struct Channel: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Channel/activity_id`.
+            internal var activityId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Channel/channel_id`.
+            internal var channelId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Channel/environment`.
+            internal var environment: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Channel/storage_policy`.
+            internal var storagePolicy: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Channel/created_at`.
+            internal var createdAt: Swift.Double
+            /// - Remark: Generated from `#/components/schemas/Channel/app`.
+            internal var app: Swift.String?
+            /// Creates a new `Channel`.
+            ///
+            /// - Parameters:
+            ///   - activityId:
+            ///   - channelId:
+            ///   - environment:
+            ///   - storagePolicy:
+            ///   - createdAt:
+            ///   - app:
+            internal init(
+                activityId: Swift.String,
+                channelId: Swift.String,
+                environment: Swift.String,
+                storagePolicy: Swift.String,
+                createdAt: Swift.Double,
+                app: Swift.String? = nil
+            ) {
+                self.activityId = activityId
+                self.channelId = channelId
+                self.environment = environment
+                self.storagePolicy = storagePolicy
+                self.createdAt = createdAt
+                self.app = app
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case activityId = "activity_id"
+                case channelId = "channel_id"
+                case environment
+                case storagePolicy = "storage_policy"
+                case createdAt = "created_at"
+                case app
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/AudienceView`.
         internal struct AudienceView: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/AudienceView/audience`.

@@ -86,6 +86,18 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/audiences/{audience}`.
     /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)`.
     func getAudience(_ input: Operations.GetAudience.Input) async throws -> Operations.GetAudience.Output
+    /// The broadcast channels of broadcast activities, from the channels topic
+    ///
+    /// Reads every partition of the compacted `channels` topic to its end
+    /// and lists the channels the workers created for broadcast activities
+    /// and have not deleted yet, sorted by activity id, each with its
+    /// channel id, environment, storage policy, app and when it was
+    /// created. Needs a key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/channels`.
+    /// - Remark: Generated from `#/paths//v1/channels/get(listChannels)`.
+    func listChannels(_ input: Operations.ListChannels.Input) async throws -> Operations.ListChannels.Output
     /// The newest dead letters, by activity and reason
     ///
     /// Reads the `dead-letters` topic (every partition, to its end at the
@@ -286,6 +298,26 @@ extension APIProtocol {
     ) async throws -> Operations.GetAudience.Output {
         try await getAudience(Operations.GetAudience.Input(
             path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// The broadcast channels of broadcast activities, from the channels topic
+    ///
+    /// Reads every partition of the compacted `channels` topic to its end
+    /// and lists the channels the workers created for broadcast activities
+    /// and have not deleted yet, sorted by activity id, each with its
+    /// channel id, environment, storage policy, app and when it was
+    /// created. Needs a key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/channels`.
+    /// - Remark: Generated from `#/paths//v1/channels/get(listChannels)`.
+    internal func listChannels(
+        query: Operations.ListChannels.Input.Query = .init(),
+        headers: Operations.ListChannels.Input.Headers = .init()
+    ) async throws -> Operations.ListChannels.Output {
+        try await listChannels(Operations.ListChannels.Input(
             query: query,
             headers: headers
         ))

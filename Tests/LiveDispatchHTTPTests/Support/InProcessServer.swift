@@ -55,7 +55,8 @@ final class InProcessServer: Sendable {
         let rules = try RuleSetStore(directory: Self.repository.appendingPathComponent("Config/rules").path).current
         let api = WorkerAPI(
             topics: .init(commands: "livedispatch.commands", tokens: "livedispatch.tokens", state: "livedispatch.state",
-                          tokenStore: "livedispatch.token-store", deadLetters: "livedispatch.dead-letters"),
+                          tokenStore: "livedispatch.token-store", deadLetters: "livedispatch.dead-letters",
+                          channels: "livedispatch.channels"),
             produce: { topic, key, value in recorder.produced.withLock { $0.append((topic, key, value)) } },
             makeID: { "id-1" }, rules: { rules },
             readTopic: { topic, _, body in
