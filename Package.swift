@@ -30,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird.git", from: "2.1.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
     ],
     targets: [
         // C boundaries: system libraries found by pkg-config.
@@ -104,12 +105,31 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Tracing: the Tracer of swift-distributed-tracing, W3C trace context,
+        // sampling and an OTLP/HTTP protobuf exporter over SwiftNIO.
+        .target(
+            name: "LiveDispatchTracing",
+            dependencies: [
+                "LiveDispatchCore",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // Services and wiring: router, dispatcher, stores, configuration, admin HTTP.
         .target(
             name: "LiveDispatchWorker",
             dependencies: [
                 .target(name: "CMalloc", condition: .when(platforms: [.linux])),
                 "LiveDispatchCore",
+                "LiveDispatchTracing",
                 "LiveDispatchRules",
                 "Kafka",
                 "APNs",
@@ -247,6 +267,15 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchCoreTests",
             dependencies: ["LiveDispatchCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LiveDispatchTracingTests",
+            dependencies: [
+                "LiveDispatchTracing", "LiveDispatchCore", "TestSupport",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
