@@ -133,6 +133,7 @@ let package = Package(
                 "LiveDispatchRules",
                 "Kafka",
                 "APNs",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -34,7 +34,7 @@ public final class OTLPExporter: SpanSink, Service, Sendable {
         var signalled = false
     }
 
-    let client: OTLPHTTPClient
+    public let client: OTLPHTTPClient
     let resource: [SpanRecord.Attribute]
     let limits: Limits
     let logger: Logger

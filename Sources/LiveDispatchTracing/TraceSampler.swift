@@ -37,8 +37,13 @@ public struct TraceSampler: Sendable, Hashable {
     /// is recorded.
     public func isSampled(traceIDLow: UInt64, parent: TraceContext?) -> Bool {
         if followsParent, let parent { return parent.isSampled }
-        if threshold == .max { return true }
-        return traceIDLow < threshold
+        return samples(traceIDLow)
+    }
+
+    /// Whether a uniformly spread 64-bit value (a trace id, a token's
+    /// hash) falls in the sampled share.
+    public func samples(_ value: UInt64) -> Bool {
+        threshold == .max || value < threshold
     }
 }
 
