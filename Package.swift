@@ -275,7 +275,8 @@ let package = Package(
             dependencies: [
                 "LiveDispatchTracing", "LiveDispatchCore", "TestSupport",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -341,7 +342,7 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchWorkerTests",
             dependencies: [
-                "LiveDispatchWorker", "LiveDispatchCore", "APNs", "APNsSimulator", "Kafka", "TestSupport",
+                "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchTracing", "APNs", "APNsSimulator", "Kafka", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -57,11 +57,12 @@ public final class LiveDispatchTracer: Tracer, Sendable {
             start: instant().nanosecondsSinceEpoch, sink: sink)
     }
 
-    /// A span with an id chosen by the caller, for a span whose children
-    /// are known before it starts (a push's APNs requests name the push
-    /// span's id, derived from the push, as their parent).
+    /// A span under `parent` starting at `start` (nanoseconds since the
+    /// epoch), with an id chosen by the caller when given: a push's APNs
+    /// requests name the push span's id, derived from the push, as their
+    /// parent before the push span is recorded.
     public func startSpan(
-        _ operationName: String, parent: TraceContext?, spanID: UInt64, kind: SpanRecord.Kind, at start: UInt64
+        _ operationName: String, parent: TraceContext?, spanID: UInt64? = nil, kind: SpanRecord.Kind, at start: UInt64
     ) -> TracedSpan {
         let own = childContext(of: parent, spanID: spanID)
         return TracedSpan(

@@ -20,7 +20,7 @@ public enum OTLPTraceEncoding {
         request.message(1) { resourceSpans in
             // ResourceSpans.resource = 1 → Resource.attributes = 1
             resourceSpans.message(1) { writer in
-                for attribute in resource { writer.message(1) { keyValue($0, attribute) } }
+                for attribute in resource { writer.message(1) { keyValue(&$0, attribute) } }
             }
             // ResourceSpans.scope_spans = 2
             resourceSpans.message(2) { scopeSpans in
@@ -52,12 +52,12 @@ public enum OTLPTraceEncoding {
         writer.uint64(6, UInt64(span.kind.rawValue))
         writer.fixed64(7, span.startNanoseconds)
         writer.fixed64(8, span.endNanoseconds)
-        for attribute in span.attributes { writer.message(9) { keyValue($0, attribute) } }
+        for attribute in span.attributes { writer.message(9) { keyValue(&$0, attribute) } }
         for event in span.events {
             writer.message(11) { eventWriter in
                 eventWriter.fixed64(1, event.nanosecondsSinceEpoch)
                 eventWriter.string(2, event.name)
-                for attribute in event.attributes { eventWriter.message(3) { keyValue($0, attribute) } }
+                for attribute in event.attributes { eventWriter.message(3) { keyValue(&$0, attribute) } }
             }
         }
         for link in span.links {
@@ -65,7 +65,7 @@ public enum OTLPTraceEncoding {
                 linkWriter.lengthDelimited(1, traceID(link.context))
                 linkWriter.lengthDelimited(2, bigEndian(link.context.spanID))
                 linkWriter.string(3, link.context.traceState)
-                for attribute in link.attributes { linkWriter.message(4) { keyValue($0, attribute) } }
+                for attribute in link.attributes { linkWriter.message(4) { keyValue(&$0, attribute) } }
                 linkWriter.fixed32(6, flags(link.context))
             }
         }

@@ -57,7 +57,7 @@ public struct WorkerTracing: Sendable {
         let flushed = EpochInstant(trace.flushedAt)
         for command in trace.traces where command.context.isSampled {
             let held = tracer.startSpan(
-                "coalesce", parent: command.context, spanID: tracer.nextID(), kind: .internal,
+                "coalesce", parent: command.context, kind: .internal,
                 at: EpochInstant(command.heldSince).nanosecondsSinceEpoch)
             held.attributes["activity.id"] = trace.activityID.rawValue
             held.attributes["activity.version"] = Int64(clamping: trace.version)
@@ -88,7 +88,7 @@ public struct WorkerTracing: Sendable {
     func recordRequest(_ send: PartitionDispatcher.Send, _ result: SendResult, started: UnixTime, ended: UnixTime) {
         guard let parent = send.push.traceContext, parent.isSampled, isTraced(send.token) else { return }
         let span = tracer.startSpan(
-            "APNs \(send.push.event.rawValue)", parent: parent, spanID: tracer.nextID(), kind: .client,
+            "APNs \(send.push.event.rawValue)", parent: parent, kind: .client,
             at: EpochInstant(started).nanosecondsSinceEpoch)
         span.attributes["activity.id"] = send.activityID.rawValue
         span.attributes["activity.version"] = Int64(clamping: send.push.version)
@@ -99,10 +99,10 @@ public struct WorkerTracing: Sendable {
         span.attributes["http.response.status_code"] = result.status.map(Int64.init)
         switch result.outcome {
         case .delivered:
-            span.setStatus(.init(code: .ok))
+            span.setStatus(SpanStatus(code: .ok))
         case .tokenInvalid(let reason), .permanent(let reason), .retryable(let reason, _):
             span.attributes["apns.reason"] = reason
-            span.setStatus(.init(code: .error, message: reason))
+            span.setStatus(SpanStatus(code: .error, message: reason))
         }
         span.end(at: EpochInstant(ended))
     }
