@@ -11,6 +11,7 @@ for another path and 415 for another content type.
 """
 import argparse
 import json
+import signal
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -107,6 +108,9 @@ def main():
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", arguments.port), Handler)
+    # A parent may hand SIGTERM down ignored or blocked: stop on it anyway.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"listening: {server.server_address[1]}", flush=True)
     try:
         server.serve_forever()
