@@ -155,8 +155,10 @@ let package = Package(
                 "LiveDispatchCore",
                 "LiveDispatchRules",
                 "LiveDispatchWorker",
+                "LiveDispatchTracing",
                 "Kafka",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
@@ -356,7 +358,8 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchHTTPTests",
             dependencies: [
-                "LiveDispatchHTTP", "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchRules", "Kafka", "TestSupport",
+                "LiveDispatchHTTP", "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchRules", "LiveDispatchTracing", "Kafka", "TestSupport",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
