@@ -226,6 +226,7 @@ let package = Package(
                 "LiveDispatchHTTP",
                 "LiveDispatchDemo",
                 "LiveDispatchBench",
+                "LiveDispatchTracing",
                 "Kafka",
                 "APNs",
                 "APNsSimulator",
