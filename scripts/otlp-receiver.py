@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""An OTLP/HTTP trace receiver for tests: decodes each protobuf POST to
-/v1/traces with the opentelemetry-proto package and appends one JSON line
-per span to a file.
+"""An OTLP/HTTP trace receiver for tests and benchmarks: decodes each
+protobuf POST to /v1/traces with the opentelemetry-proto package and
+appends one JSON line per span to a file, or only counts them.
 
     otlp-receiver.py --out spans.jsonl [--port 0]
+    otlp-receiver.py [--port 4318]      # counts; prints "spans: N" when stopped
 
 Prints "listening: PORT" once it accepts requests. Answers 200 with an
 empty ExportTraceServiceResponse, 400 for a body that does not decode, 404
@@ -67,10 +68,11 @@ def span_json(span, resource, scope):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", help="the JSON lines file; without it spans are only counted")
     parser.add_argument("--port", type=int, default=0)
     arguments = parser.parse_args()
     lock = threading.Lock()
+    received = [0]
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -95,6 +97,10 @@ def main():
             except DecodeError as error:
                 return self.answer(400, str(error).encode(), "text/plain")
             lines = []
+            if arguments.out is None:
+                with lock:
+                    received[0] += sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+                return self.answer(200, ExportTraceServiceResponse().SerializeToString())
             for resource_spans in request.resource_spans:
                 resource = attributes(resource_spans.resource.attributes)
                 for scope_spans in resource_spans.scope_spans:
@@ -114,8 +120,10 @@ def main():
     print(f"listening: {server.server_address[1]}", flush=True)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         pass
+    if arguments.out is None:
+        print(f"spans: {received[0]}", flush=True)
     return 0
 
 

@@ -250,7 +250,8 @@ public final class Dispatcher: Service, Sendable {
             metrics.recordConsumed(topic.rawValue)
             guard let runner = runner(record.partition) else { return }
             if topic == .commands { runner.nextCommandOffset.store(record.offset + 1, ordering: .relaxed) }
-            let trace = tracing != nil && topic == .commands ? WorkerTracing.context(of: record.headers) : nil
+            // Only a sampled trace goes into the machine: nothing of another would be recorded.
+            let trace = tracing != nil && topic == .commands ? WorkerTracing.context(of: record.headers).flatMap { $0.isSampled ? $0 : nil } : nil
             runner.apply { machine, now in
                 let input = PartitionDispatcher.Record(
                     offset: record.offset, key: record.key, value: record.value,
