@@ -1,3 +1,4 @@
+import LiveDispatchCore
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -54,7 +55,7 @@ public struct OTLPHTTPClient: Sendable {
 
     public init(endpoint: Endpoint, timeout: Duration = .seconds(10), group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.endpoint = endpoint
-        self.timeout = .nanoseconds(Int64(clamping: timeout.components.seconds) &* 1_000_000_000)
+        self.timeout = .nanoseconds(max(0, timeout.nanoseconds))
         self.group = group
     }
 
@@ -79,7 +80,7 @@ public struct OTLPHTTPClient: Sendable {
             throw ExportError(description: "cannot connect to \(endpoint): \(error)")
         }
         let deadline = eventLoop.scheduleTask(in: timeout) {
-            promise.fail(ExportError(description: "no answer from \(endpoint) within \(timeout.nanoseconds / 1_000_000_000)s"))
+            promise.fail(ExportError(description: "no answer from \(endpoint) within \(Duration.nanoseconds(timeout.nanoseconds).seconds)s"))
         }
         var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: endpoint.path)
         head.headers.add(name: "Host", value: endpoint.host)
