@@ -249,7 +249,7 @@ let package = Package(
         .executableTarget(
             name: "LiveDispatchFuzz",
             dependencies: [
-                "LiveDispatchCore", "LiveDispatchRules", "LiveDispatchWorker", "LiveDispatchHTTP", "APNs",
+                "LiveDispatchCore", "LiveDispatchRules", "LiveDispatchWorker", "LiveDispatchHTTP", "LiveDispatchTracing", "APNs",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
