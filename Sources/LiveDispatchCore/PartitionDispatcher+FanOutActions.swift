@@ -33,8 +33,10 @@ extension PartitionDispatcher {
             switch action {
             case .send(let token, let push):
                 switch plan(token, push, for: sender) {
-                case .send(let send)?:
+                case .send(var send)?:
                     sendBudget.started()
+                    // Read only for a traced push: its APNs request's span names the attempt.
+                    if push.traceContext != nil { send.attempt = withFanOut(sender) { $0.attempts(of: token) } ?? 1 }
                     actions.append(.send(send))
                 case .settle(let outcome)?:
                     pending += withFanOut(sender) {

@@ -82,6 +82,9 @@ extension PartitionDispatcher {
         /// For a broadcast: the activity's channel (`token` is then the
         /// fan-out's stand-in for it, never sent).
         public var channel: ActivityChannel?
+        /// Which send of this version to this token it is, 1 for the
+        /// first; counted only for a traced push (its APNs span records it).
+        public var attempt = 1
 
         public init(
             activityID: ActivityID, token: DeviceToken, environment: APNsEnvironment, app: String? = nil, push: LiveActivityPush,

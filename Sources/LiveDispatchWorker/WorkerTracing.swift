@@ -96,6 +96,7 @@ public struct WorkerTracing: Sendable {
         span.attributes["apns.channel_id"] = send.channel?.id
         span.attributes["apns.outcome"] = result.label ?? "unrouted"
         span.attributes["apns.id"] = result.apnsID
+        span.attributes["apns.attempt"] = send.attempt
         span.attributes["http.response.status_code"] = result.status.map(Int64.init)
         switch result.outcome {
         case .delivered:

@@ -77,6 +77,7 @@ struct TracingEndToEndTests {
             #expect(answer.status.code == "ok")
             #expect(answer.attributes["http.response.status_code"] == .int(200))
             #expect(answer.attributes["apns.outcome"] == .string("delivered"))
+            #expect(answer.attributes["apns.attempt"] == .int(1))
             if case .string(let apnsID) = answer.attributes["apns.id"] {
                 #expect(recorded.contains(apnsID))
             } else {

@@ -75,6 +75,23 @@ struct PushTraceTests {
         #expect(plain.sent.allSatisfy { $0.push.traceContext == nil })
     }
 
+    @Test("a traced push's sends name their attempt")
+    func attempts() throws {
+        var harness = try harness()
+        final class Answers { var count = 0 }
+        let answers = Answers()
+        // The first answer to each token is a throttle, the second a delivery.
+        harness.outcome = { send in
+            answers.count += 1
+            return answers.count <= 2 ? .retryable(reason: "429 TooManyRequests", after: nil) : .delivered
+        }
+        harness.command(0, Self.update(1), trace: try Self.context(1))
+        harness.advance(by: 0.3)
+        harness.advance(by: 60)
+        #expect(harness.sent.map(\.attempt) == [1, 1, 2, 2])
+        #expect(harness.observations.contains { if case .pushTraced = $0 { true } else { false } })
+    }
+
     @Test("a push keeps the newest traced commands, up to the limit")
     func limit() throws {
         var harness = try harness()
