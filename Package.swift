@@ -30,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird.git", from: "2.1.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
     ],
     targets: [
         // C boundaries: system libraries found by pkg-config.
@@ -104,15 +105,35 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Tracing: the Tracer of swift-distributed-tracing, W3C trace context,
+        // sampling and an OTLP/HTTP protobuf exporter over SwiftNIO.
+        .target(
+            name: "LiveDispatchTracing",
+            dependencies: [
+                "LiveDispatchCore",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // Services and wiring: router, dispatcher, stores, configuration, admin HTTP.
         .target(
             name: "LiveDispatchWorker",
             dependencies: [
                 .target(name: "CMalloc", condition: .when(platforms: [.linux])),
                 "LiveDispatchCore",
+                "LiveDispatchTracing",
                 "LiveDispatchRules",
                 "Kafka",
                 "APNs",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -134,8 +155,10 @@ let package = Package(
                 "LiveDispatchCore",
                 "LiveDispatchRules",
                 "LiveDispatchWorker",
+                "LiveDispatchTracing",
                 "Kafka",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
@@ -203,6 +226,7 @@ let package = Package(
                 "LiveDispatchHTTP",
                 "LiveDispatchDemo",
                 "LiveDispatchBench",
+                "LiveDispatchTracing",
                 "Kafka",
                 "APNs",
                 "APNsSimulator",
@@ -225,7 +249,7 @@ let package = Package(
         .executableTarget(
             name: "LiveDispatchFuzz",
             dependencies: [
-                "LiveDispatchCore", "LiveDispatchRules", "LiveDispatchWorker", "LiveDispatchHTTP", "APNs",
+                "LiveDispatchCore", "LiveDispatchRules", "LiveDispatchWorker", "LiveDispatchHTTP", "LiveDispatchTracing", "APNs",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -247,6 +271,16 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchCoreTests",
             dependencies: ["LiveDispatchCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LiveDispatchTracingTests",
+            dependencies: [
+                "LiveDispatchTracing", "LiveDispatchCore", "TestSupport",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -311,7 +345,7 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchWorkerTests",
             dependencies: [
-                "LiveDispatchWorker", "LiveDispatchCore", "APNs", "APNsSimulator", "Kafka", "TestSupport",
+                "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchTracing", "APNs", "APNsSimulator", "Kafka", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -325,7 +359,8 @@ let package = Package(
         .testTarget(
             name: "LiveDispatchHTTPTests",
             dependencies: [
-                "LiveDispatchHTTP", "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchRules", "Kafka", "TestSupport",
+                "LiveDispatchHTTP", "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchRules", "LiveDispatchTracing", "Kafka", "TestSupport",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -181,6 +181,9 @@ public struct ActivityCommand: Sendable, Hashable {
     /// ``ChannelStoragePolicy/defaultForActivities``).
     public var storagePolicy: ChannelStoragePolicy?
     public var source: CommandSource?
+    /// The W3C trace context of the record that carried the command (its
+    /// Kafka headers), not part of its JSON.
+    public var trace: TraceContext?
 
     /// Most audiences one start may address.
     public static let maxAudiences = 100

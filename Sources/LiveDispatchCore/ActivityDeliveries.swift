@@ -36,6 +36,8 @@ struct ActivityDeliveries: Sendable {
     struct Completion: Sendable {
         var newest: Coalescer.Flush
         var offsets: [Int64]
+        /// The traced commands of every flush it completes, the newest last.
+        var traces: [CommandTrace]
         var history: [PushSummary]
         var tokens: Int
         var sample: [DeviceToken]
@@ -308,6 +310,7 @@ struct ActivityDeliveries: Sendable {
         defer { deliveries[activity] = delivery }
         let through = delivery.fanOut.completedThrough
         var offsets: [Int64] = []
+        var traces: [CommandTrace] = []
         var newest: Coalescer.Flush?
         while let first = delivery.flushes.first,
               first.push.version <= through || delivery.skipped.contains(first.push.version)
@@ -315,6 +318,7 @@ struct ActivityDeliveries: Sendable {
             delivery.skipped.remove(first.push.version)
             delivery.flushes.removeFirst()
             offsets += first.offsets
+            if !first.traces.isEmpty { traces = CommandTrace.appending(first.traces, to: traces) }
             newest = first
         }
         guard let newest else { return nil }
@@ -329,7 +333,7 @@ struct ActivityDeliveries: Sendable {
         let history = Array(((pushHistory[activity] ?? []) + [summary]).suffix(PushSummary.historyLimit))
         pushHistory[activity] = history
         return Completion(
-            newest: newest, offsets: offsets, history: history, tokens: delivery.deviceTokenCount,
+            newest: newest, offsets: offsets, traces: traces, history: history, tokens: delivery.deviceTokenCount,
             sample: registrations[activity].map { Array($0.tokens.prefix(4)).sorted() } ?? [])
     }
 

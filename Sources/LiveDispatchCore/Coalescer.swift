@@ -83,16 +83,26 @@ public struct Coalescer: Sendable {
         }
         public var snapshot: ActivityState
         public var offsets: [Int64]
+        /// The traced commands it merged, the newest last; empty when none
+        /// was traced.
+        public var traces: [CommandTrace]
+        /// When the coalescer flushed it.
+        public var flushedAt: UnixTime
         /// The push's payload for a device when the coalescer already wrote
         /// it (the size check of the last command merged), so the push is
         /// not written again; nil once `push` is changed.
         public private(set) var payload: [UInt8]?
 
-        public init(push: LiveActivityPush, snapshot: ActivityState, offsets: [Int64], payload: [UInt8]? = nil) {
+        public init(
+            push: LiveActivityPush, snapshot: ActivityState, offsets: [Int64], payload: [UInt8]? = nil, traces: [CommandTrace] = [],
+            flushedAt: UnixTime = UnixTime(seconds: 0)
+        ) {
             self.push = push
             self.snapshot = snapshot
             self.offsets = offsets
             self.payload = payload
+            self.traces = traces
+            self.flushedAt = flushedAt
         }
     }
 
@@ -151,6 +161,7 @@ public struct Coalescer: Sendable {
         var alert: ActivityAlert?
         var priority: PushPriority?
         var offsets: [Int64]
+        var traces: [CommandTrace] = []
         /// The payload the flush of what is held will carry, written by the
         /// size check of the last command merged.
         var payload: [UInt8]?
@@ -222,6 +233,9 @@ public struct Coalescer: Sendable {
         if let alert = command.alert { held.alert = alert }
         if let priority = command.priority { held.priority = max(held.priority ?? priority, priority) }
         held.offsets.append(offset)
+        if let trace = command.trace {
+            held.traces = CommandTrace.appending([CommandTrace(context: trace, offset: offset, heldSince: now)], to: held.traces)
+        }
 
         // A state whose push APNs would refuse is never taken: every later
         // update would carry it and fail too. The command is refused and
@@ -380,7 +394,10 @@ public struct Coalescer: Sendable {
             inputPushToken: event == .start ? command?.inputPushToken : nil,
             inputPushChannel: event == .start ? command?.inputPushChannel : nil,
             downgradedFrom: priority == requested ? nil : requested)
-        return Flush(push: push, snapshot: state, offsets: held.offsets, payload: held.payload)
+        var flush = Flush(push: push, snapshot: state, offsets: held.offsets, payload: held.payload)
+        flush.flushedAt = now
+        if !held.traces.isEmpty { flush.trace(held.traces) }
+        return flush
     }
 
     /// The priority budget: an activity's priority-10 pushes in the last

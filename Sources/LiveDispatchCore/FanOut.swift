@@ -146,6 +146,12 @@ public struct FanOut: Sendable {
     public var registeredTokens: [DeviceToken] { tokens.tokens.sorted() }
     public func contains(_ token: DeviceToken) -> Bool { tokens.slot(of: token) != nil }
 
+    /// Sends of its current version to `token` so far, the one in flight
+    /// included; 0 for a token it does not have.
+    public func attempts(of token: DeviceToken) -> Int {
+        tokens.slot(of: token).map { Int(tokens[slot: $0].attempts) } ?? 0
+    }
+
     /// The version every token has reached (or the latest, with no tokens).
     public var completedThrough: UInt64 { reportedThrough }
 

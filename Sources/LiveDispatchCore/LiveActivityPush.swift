@@ -21,6 +21,7 @@ public struct LiveActivityPush: Sendable, Hashable {
         var inputPushToken: Bool?
         var inputPushChannel: String?
         var downgradedFrom: PushPriority?
+        var traceContext: TraceContext?
     }
 
     private final class Storage: Sendable {
@@ -103,18 +104,25 @@ public struct LiveActivityPush: Sendable, Hashable {
         set { update { $0.downgradedFrom = newValue } }
     }
 
+    /// The context of the push's span when it merged a traced command
+    /// (``PushTrace/context``): the parent of its APNs requests' spans.
+    public var traceContext: TraceContext? {
+        get { storage.fields.traceContext }
+        set { update { $0.traceContext = newValue } }
+    }
+
     public init(
         activityID: ActivityID, version: UInt64, event: ActivityEvent, contentState: JSONValue, timestamp: UnixTime,
         priority: PushPriority = .immediate, staleDate: UnixTime? = nil, dismissalDate: UnixTime? = nil,
         relevanceScore: Double? = nil, alert: ActivityAlert? = nil, attributesType: String? = nil,
         attributes: JSONValue? = nil, inputPushToken: Bool? = nil, inputPushChannel: String? = nil,
-        downgradedFrom: PushPriority? = nil
+        downgradedFrom: PushPriority? = nil, traceContext: TraceContext? = nil
     ) {
         storage = Storage(Fields(
             activityID: activityID, version: version, event: event, contentState: contentState, timestamp: timestamp,
             priority: priority, staleDate: staleDate, dismissalDate: dismissalDate, relevanceScore: relevanceScore,
             alert: alert, attributesType: attributesType, attributes: attributes, inputPushToken: inputPushToken,
-            inputPushChannel: inputPushChannel, downgradedFrom: downgradedFrom))
+            inputPushChannel: inputPushChannel, downgradedFrom: downgradedFrom, traceContext: traceContext))
     }
 
     public static func == (lhs: LiveActivityPush, rhs: LiveActivityPush) -> Bool {

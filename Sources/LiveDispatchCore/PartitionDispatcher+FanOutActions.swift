@@ -33,8 +33,10 @@ extension PartitionDispatcher {
             switch action {
             case .send(let token, let push):
                 switch plan(token, push, for: sender) {
-                case .send(let send)?:
+                case .send(var send)?:
                     sendBudget.started()
+                    // Read only for a traced push: its APNs request's span names the attempt.
+                    if push.traceContext != nil { send.attempt = withFanOut(sender) { $0.attempts(of: token) } ?? 1 }
                     actions.append(.send(send))
                 case .settle(let outcome)?:
                     pending += withFanOut(sender) {
@@ -118,11 +120,18 @@ extension PartitionDispatcher {
             guard let completion = activities.complete(activity, now: now) else { return [] }
             let snapshot = PushSummary.serializedSnapshot(
                 completion.newest.snapshot, history: completion.history, channel: channels.channel(of: activity)?.json)
-            return [
+            var actions: [Action] = [
                 writes.produce(.state, key: activity.rawValue, value: snapshot, then: .snapshot(activity, offsets: completion.offsets)),
                 .observe(.pushCompleted(
                     completion.newest.snapshot, commands: completion.offsets.count, tokens: completion.tokens, sample: completion.sample)),
             ]
+            if !completion.traces.isEmpty {
+                let push = completion.newest.push
+                actions.append(.observe(.pushTraced(PushTrace(
+                    activityID: activity, version: push.version, event: push.event, commands: completion.offsets.count,
+                    tokens: completion.tokens, traces: completion.traces, flushedAt: completion.newest.flushedAt))))
+            }
+            return actions
         case .audienceStart(let offset):
             guard let observation = audienceStarts.finish(offset) else { return [] }
             return [.observe(observation)] + complete(.starts, [offset])

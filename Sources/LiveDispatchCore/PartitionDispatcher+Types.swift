@@ -82,6 +82,9 @@ extension PartitionDispatcher {
         /// For a broadcast: the activity's channel (`token` is then the
         /// fan-out's stand-in for it, never sent).
         public var channel: ActivityChannel?
+        /// Which send of this version to this token it is, 1 for the
+        /// first; counted only for a traced push (its APNs span records it).
+        public var attempt = 1
 
         public init(
             activityID: ActivityID, token: DeviceToken, environment: APNsEnvironment, app: String? = nil, push: LiveActivityPush,
@@ -115,6 +118,9 @@ extension PartitionDispatcher {
         /// the state now on the devices, how many commands it merged, how
         /// many tokens the activity has and the first few of them.
         case pushCompleted(ActivityState, commands: Int, tokens: Int, sample: [DeviceToken])
+        /// The same completed push, when it merged a traced command: what
+        /// its spans are made of.
+        case pushTraced(PushTrace)
         case deadLettered(DeadLetter)
         case tokenRemoved(ActivityID, DeviceToken, reason: String)
         case activityExpired(ActivityID, reason: String)
@@ -137,12 +143,15 @@ extension PartitionDispatcher {
         public var key: [UInt8]?
         public var value: [UInt8]?
         public var timestamp: UnixTime
+        /// The W3C trace context of the record's headers, when it has one.
+        public var trace: TraceContext?
 
-        public init(offset: Int64, key: [UInt8]?, value: [UInt8]?, timestamp: UnixTime) {
+        public init(offset: Int64, key: [UInt8]?, value: [UInt8]?, timestamp: UnixTime, trace: TraceContext? = nil) {
             self.offset = offset
             self.key = key
             self.value = value
             self.timestamp = timestamp
+            self.trace = trace
         }
 
         public var keyText: String? { key.map { String(decoding: $0, as: UTF8.self) } }

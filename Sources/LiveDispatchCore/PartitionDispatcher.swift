@@ -162,13 +162,14 @@ public struct PartitionDispatcher: Sendable {
     }
 
     private mutating func applyCommand(_ record: Record, now: UnixTime) -> [Action] {
-        let parsed: ActivityCommand
+        var parsed: ActivityCommand
         let apps = configuration.apps
         let parse = { (bytes: [UInt8]) throws(FieldError) in try ActivityCommand(bytes: bytes, apps: apps) }
         switch accept(.commands, record, what: "command", now: now, parse: parse, key: { ($0.activityID.rawValue, $0.activityID) }) {
         case .ready(let command): parsed = command
         case .handled(let actions): return actions
         }
+        parsed.trace = record.trace
         switch coalescer.receive(parsed, offset: record.offset, recordTime: record.timestamp, now: now) {
         case .alreadyApplied:
             return complete(.commands, [record.offset])

@@ -116,6 +116,7 @@ extension Coalescer.Flush {
         }
         flush.push.alert = newer.push.alert ?? older.push.alert
         flush.push.priority = max(newer.push.priority, older.push.priority)
+        if !older.traces.isEmpty { flush.trace(CommandTrace.appending(newer.traces, to: older.traces)) }
         return flush
     }
 }

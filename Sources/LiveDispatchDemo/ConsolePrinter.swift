@@ -52,6 +52,8 @@ public final class ConsolePrinter: Sendable {
             write("\(elapsed)  📡 \(activity): broadcast channel \(channel.id) created (\(channel.storagePolicy))")
         case .channelDeleted(let activity, let channelID):
             write("\(elapsed)  📡 \(activity): broadcast channel \(channelID) deleted")
+        case .pushTraced:
+            break
         }
     }
 

@@ -2,6 +2,7 @@
 import Foundation
 @_spi(Fuzzing) import LiveDispatchRules
 import LiveDispatchCore
+import LiveDispatchTracing
 import LiveDispatchWorker
 
 /// What each fuzz target feeds its input to. A target returns normally for
@@ -29,6 +30,10 @@ enum FuzzTarget: String, CaseIterable, Sendable {
     /// decoder and routed through the worker's real router. No request
     /// answers 500, and none runs a handler behind a key without one.
     case http
+    /// W3C trace context: a `traceparent` header, and after a newline a
+    /// `tracestate`. What is read writes a header that reads back the same,
+    /// and a span of that context encodes for OTLP.
+    case tracing
 
     static let now = UnixTime(seconds: 1_770_593_400)
 
@@ -95,6 +100,19 @@ enum FuzzTarget: String, CaseIterable, Sendable {
             _ = APNsOutcome.classify(status: status, headers: headers, body: Array(body.utf8)).label
         case .http:
             HTTPRequests.check(bytes)
+        case .tracing:
+            let split = bytes.firstIndex(of: UInt8(ascii: "\n")) ?? bytes.endIndex
+            let state = split < bytes.endIndex ? Array(bytes[(split + 1)...]) : nil
+            guard let context = TraceContext(traceparent: Array(bytes[..<split]), tracestate: state) else { return }
+            precondition(
+                TraceContext(traceparent: context.traceparent, tracestate: context.traceState) == context,
+                "a trace context does not read back from the headers it writes")
+            let text = String(decoding: bytes, as: UTF8.self)
+            let span = SpanRecord(
+                context: context, parentSpanID: context.spanID, name: text, kind: .consumer, startNanoseconds: 1, endNanoseconds: 0,
+                attributes: [.init(text, .string(text)), .init("n", .int(Int64(bytes.count) - 100))], links: [.init(context: context)],
+                status: .error(message: text))
+            precondition(!OTLPTraceEncoding.exportRequest([span], resource: []).isEmpty, "an empty export")
         }
     }
 }

@@ -5,6 +5,8 @@ import HummingbirdCore
 import Kafka
 import LiveDispatchCore
 import LiveDispatchRules
+import LiveDispatchTracing
+import Tracing
 import LiveDispatchWorker
 import Logging
 import NIOCore
@@ -76,11 +78,15 @@ public struct WorkerHTTPServer: Service {
                 commands: configuration.topic(.commands), tokens: configuration.topic(.tokens), state: configuration.topic(.state),
                 tokenStore: configuration.topic(.tokenStore), deadLetters: configuration.topic(.deadLetters),
                 channels: configuration.topic(.channels)),
-            produce: { topic, key, value in _ = try await producer.send(topic: topic, key: key, value: value) },
+            // A traced request's context goes on in the record's headers.
+            produce: { topic, key, value in
+                let headers = WorkerTracing.headers(InstrumentationContext.current?.traceContext)
+                _ = try await producer.send(topic: topic, key: key, value: value, headers: headers)
+            },
             rules: { [rules = components.rules] in rules.current },
             readTopic: Self.topicReader(client: components.kafka, logger: components.logger),
             apps: configuration.appDirectory, currentState: { dispatcher.activityState($0) }, logger: components.logger,
-            onListening: onListening)
+            tracer: components.tracing?.tracer, onListening: onListening)
     }
 
     /// A server with its collaborators given as functions.
@@ -92,7 +98,7 @@ public struct WorkerHTTPServer: Service {
         rules: @escaping @Sendable () -> RuleSet,
         readTopic: @escaping WorkerAPI.ReadTopic, apps: AppDirectory = .unchecked,
         currentState: @escaping @Sendable (ActivityID) -> ActivityState? = { _ in nil },
-        logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
+        logger: Logger, tracer: LiveDispatchTracer? = nil, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
         onProbeListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let (host, port, probe) = try Self.addresses(listen: listen, probeListen: probeListen)
@@ -100,7 +106,8 @@ public struct WorkerHTTPServer: Service {
             topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps,
             currentState: currentState)
         let (router, _) = try Self.router(
-            api: api, configuration: configuration, openReads: APIKeyTable.isLoopback(host: host), health: health, exposition: exposition, logger: logger)
+            api: api, configuration: configuration, openReads: APIKeyTable.isLoopback(host: host), health: health, exposition: exposition, logger: logger,
+            tracer: tracer)
 
         self.init(
             router: router, host: host, port: port, listen: listen, probe: probe, probeListen: probeListen, configuration: configuration,
@@ -205,10 +212,11 @@ public struct WorkerHTTPServer: Service {
     /// ``GuardedRouter`` (returned too, for its list of routes).
     static func router(
         api: WorkerAPI, configuration: WorkerConfiguration.HTTP, openReads: Bool, health: Health, exposition: Exposition?, logger: Logger,
-        clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+        clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }, tracer: LiveDispatchTracer? = nil
     ) throws -> (Hummingbird.Router<BasicRequestContext>, GuardedRouter) {
         let router = Hummingbird.Router(context: BasicRequestContext.self)
         router.add(middleware: RequestHygieneMiddleware())
+        if let tracer { router.add(middleware: TracingMiddleware(tracer: tracer)) }
         router.add(middleware: ErrorResponseMiddleware(logger: logger))
         router.add(middleware: BodyLimitMiddleware(maxBytes: configuration.maxBodyBytes))
         let gate = AccessGate(

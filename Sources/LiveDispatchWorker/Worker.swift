@@ -27,6 +27,9 @@ public struct WorkerComponents: Sendable {
     /// How to reach Kafka (e.g. to read the dead-letters topic).
     public let kafka: KafkaClientConfiguration
     public let logger: Logger
+    /// The worker's tracing, nil when it is off: the ingest API continues
+    /// the traces of its requests into the records it writes.
+    public let tracing: WorkerTracing?
 }
 
 /// Makes the worker's HTTP server, started with the other services when `admin.listen` is set.
@@ -161,20 +164,31 @@ public final class Worker: Sendable {
         }
 
         metrics.registerQuietSeries()
+        let tracing = WorkerTracing(configuration: configuration, logger: logger, metrics: metrics.factory)
+        if let tracing {
+            logger.notice("Tracing on", metadata: [
+                "otlp.endpoint": "\(tracing.exporter.client.endpoint)", "tracing.sampler": "\(configuration.tracing.sampler)",
+                "tracing.sampling_ratio": "\(configuration.tracing.samplingRatio)",
+            ])
+        }
         let dispatcher = try Dispatcher(
             configuration: configuration, client: client, producer: producer, sender: sender,
             channels: BroadcastChannels(configuration: configuration, logger: logger), logger: logger, metrics: metrics,
-            observer: options.observer)
+            observer: options.observer, tracing: tracing)
         let router = try Router(
             configuration: configuration, rules: rules, client: client, producer: producer, logger: logger, metrics: metrics,
             observer: options.observer.map { observer -> Router.Observer in { letter in observer(.deadLettered(letter)) } },
             assigned: { dispatcher.routerAssigned() }, downstream: { dispatcher.backlog },
-            commandWritten: { dispatcher.commandWritten($0) })
+            commandWritten: { dispatcher.commandWritten($0) }, tracing: tracing)
 
         // Started in this order and shut down in reverse: the consumers stop
-        // first, the dispatcher drains, the producer flushes last.
+        // first, the dispatcher drains, the producer flushes, and the span
+        // exporter sends what is left last.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: producer), .init(service: dispatcher), .init(service: router)]
-        let components = WorkerComponents(configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, kafka: client, logger: logger)
+        if let tracing { services.insert(.init(service: tracing.exporter), at: 0) }
+        let components = WorkerComponents(
+            configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, kafka: client, logger: logger,
+            tracing: tracing)
         if !configuration.admin.listen.isEmpty, let http {
             services.append(.init(service: try http(components)))
         }

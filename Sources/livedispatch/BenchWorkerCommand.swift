@@ -4,6 +4,7 @@ import Foundation
 import Kafka
 import LiveDispatchCore
 import LiveDispatchDemo
+import LiveDispatchTracing
 import LiveDispatchWorker
 import Logging
 import Metrics
@@ -47,6 +48,12 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         name: .customLong("log-level"),
         help: "The worker's log level during the run (notice shows its pauses and resumes).")
     var logLevel = "error"
+    @Option(
+        name: .customLong("tracing-endpoint"),
+        help: "An OTLP/HTTP traces URL (http://host:port/v1/traces): the worker records spans and exports them there (default: tracing off).")
+    var tracingEndpoint: String?
+    @Option(name: .customLong("sampling-ratio"), help: "tracing.sampling_ratio of the run, with --tracing-endpoint.")
+    var samplingRatio = 0.01
 
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
@@ -54,6 +61,12 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         }
         guard lingerMilliseconds >= 0, lingerMilliseconds <= 1_000 else {
             throw ValidationError("--linger-ms: expected 0 to 1000 milliseconds, got \(lingerMilliseconds)")
+        }
+        if let tracingEndpoint, OTLPHTTPClient.Endpoint(url: tracingEndpoint) == nil {
+            throw ValidationError("--tracing-endpoint: expected http://host[:port]/path, got \(tracingEndpoint.debugDescription)")
+        }
+        guard (0...1).contains(samplingRatio) else {
+            throw ValidationError("--sampling-ratio: expected 0 to 1, got \(samplingRatio)")
         }
         if let backpressureHigh, backpressureHigh < 2 {
             throw ValidationError("--backpressure-high: expected at least 2 records, got \(backpressureHigh)")
@@ -96,6 +109,11 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         }
         configuration.coalesce.window = windowSeconds
         configuration.coalesce.maxDelay = max(configuration.coalesce.maxDelay, windowSeconds)
+        if let tracingEndpoint {
+            configuration.tracing.enabled = true
+            configuration.tracing.endpoint = tracingEndpoint
+            configuration.tracing.samplingRatio = samplingRatio
+        }
         let total = Int(saturating: Double(rate) * seconds)
         var simulatorOptions = InProcessSimulator.Options()
         simulatorOptions.historyLimit = max(100_000, total * tokens * 2)
@@ -208,6 +226,15 @@ struct BenchWorkerCommand: AsyncParsableCommand {
             print("commands: \(routed) routed, \(taken) taken in by the dispatcher")
             await worker.shutdown()
             try await group.waitForAll()
+            if tracingEndpoint != nil {
+                // Read after the shutdown: the exporter sends what was queued last.
+                var after: [UInt8] = []
+                registry.emit(into: &after)
+                let dropped = ["queue_full", "export_failed"].map { reason in
+                    "\(Self.counter("livedispatch_trace_spans_dropped_total{reason=\"\(reason)\"}", in: after)) \(reason)"
+                }
+                print("spans: \(Self.counter("livedispatch_trace_spans_exported_total", in: after)) exported, dropped: \(dropped.joined(separator: ", "))")
+            }
             guard taken < routed else { return }
             guard bootstrapServers != nil else {
                 // librdkafka's mock cluster keeps 5 MB of each partition and drops the oldest records.

@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import LiveDispatchDemo
 import LiveDispatchHTTP
+import LiveDispatchTracing
 import LiveDispatchWorker
 import Logging
 import Metrics
@@ -58,11 +59,12 @@ struct RunCommand: AsyncParsableCommand {
         let level = logLevel.flatMap(Logger.Level.init(rawValue:))
             ?? ProcessInfo.processInfo.environment["LIVEDISPATCH_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
             ?? (replay == nil ? .info : .warning)
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+        // A line logged under a traced request or span names its trace_id and span_id.
+        LoggingSystem.bootstrap({ label, provider in
+            var handler = StreamLogHandler.standardError(label: label, metadataProvider: provider)
             handler.logLevel = level
             return handler
-        }
+        }, metadataProvider: .tracing)
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = Logger(label: "livedispatch")

@@ -8,7 +8,7 @@ import Testing
 @Suite("Fuzz corpora replay")
 struct FuzzCorpusTests {
     @Test("every corpus input runs through its target without a crash or a failed invariant",
-          arguments: ["json", "command", "registration", "expression", "rules", "config", "apns"])
+          arguments: ["json", "command", "registration", "expression", "rules", "config", "apns", "tracing"])
     func replay(target: String) throws {
         let corpus = TestPaths.repositoryRoot.appendingPathComponent("Fuzz/corpus/\(target)")
         let files = try FileManager.default.contentsOfDirectory(atPath: corpus.path)
@@ -20,7 +20,7 @@ struct FuzzCorpusTests {
     }
 
     @Test("mutations of the corpus inputs, three seconds per target, run without a crash or a failed invariant",
-          arguments: ["json", "command", "registration", "expression", "rules", "config", "apns"])
+          arguments: ["json", "command", "registration", "expression", "rules", "config", "apns", "tracing"])
     func mutate(target: String) throws {
         let corpus = TestPaths.repositoryRoot.appendingPathComponent("Fuzz/corpus/\(target)")
         let seed = UInt64.random(in: 1...UInt64(UInt32.max))

@@ -63,10 +63,10 @@ struct DispatcherHarness {
         run(dispatcher.finishRestore(now: now))
     }
 
-    mutating func command(_ offset: Int64, _ json: String, key: String? = nil) {
+    mutating func command(_ offset: Int64, _ json: String, key: String? = nil, trace: TraceContext? = nil) {
         let value = Array(json.utf8)
         let activity = (try? ActivityCommand(bytes: value))?.activityID.rawValue
-        run(dispatcher.command(.init(offset: offset, key: Array((key ?? activity ?? "").utf8), value: value, timestamp: now), now: now))
+        run(dispatcher.command(.init(offset: offset, key: Array((key ?? activity ?? "").utf8), value: value, timestamp: now, trace: trace), now: now))
     }
 
     mutating func token(_ offset: Int64, _ json: String) {

@@ -29,7 +29,7 @@ struct PartitionRunnerTests {
             },
             commit: { _, _, _ in },
             observe: { _ in },
-            pushSent: { _, _ in },
+            pushSent: { _, _, _ in },
             writeFailed: { _, _, _ in },
             countOutstanding: { $0 },
             outstandingMoved: { _ in })

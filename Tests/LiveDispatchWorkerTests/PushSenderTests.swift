@@ -24,7 +24,7 @@ struct PushSenderTests {
     }
 
     @Test func theFanOutGetsTheOutcomeItActsOn() {
-        #expect(PushSender.classify(.delivered(apnsID: "a")) == SendResult(outcome: .delivered, label: "delivered"))
+        #expect(PushSender.classify(.delivered(apnsID: "a")) == SendResult(outcome: .delivered, label: "delivered", status: 200))
         #expect(
             PushSender.classify(.tokenInvalid(reason: .badDeviceToken, since: nil)).outcome
                 == .tokenInvalid(reason: "BadDeviceToken"))
@@ -35,6 +35,8 @@ struct PushSenderTests {
         let timedOut = Self.retryable(status: nil, reason: nil, error: .timeout(seconds: 30))
         #expect(PushSender.classify(timedOut).outcome == .retryable(reason: APNsError.timeout(seconds: 30).description, after: nil))
         #expect(PushSender.classify(timedOut).misconfiguration == nil)
+        #expect(PushSender.classify(throttled).status == 429)
+        #expect(PushSender.classify(timedOut).status == nil)
     }
 
     @Test func aMisconfigurationIsRetriedAndNamesItsError() {

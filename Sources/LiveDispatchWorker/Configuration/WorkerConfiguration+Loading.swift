@@ -56,6 +56,7 @@ extension WorkerConfiguration {
         }
         var configuration = WorkerConfiguration()
         if let root { loader.apply(root, to: &configuration) }
+        loader.applyOpenTelemetryEnvironment(environment, to: &configuration)
         loader.applyEnvironment(environment, to: &configuration)
         loader.validate(configuration)
         guard loader.problems.isEmpty else { throw ConfigurationError(problems: loader.problems) }
@@ -107,6 +108,8 @@ struct ConfigurationKey: Sendable {
         case stringMap
         case choice([String])
         case apiKeys
+        /// A number from 0 to 1.
+        case fraction
     }
 
     let path: String
@@ -196,7 +199,7 @@ struct ConfigurationKey: Sendable {
         ConfigurationKey(path: "http.api_keys", kind: .apiKeys) { if case .apiKeys(let v) = $1 { $0.http.apiKeys = v } },
         .duration("shutdown.timeout", \.shutdown.timeout),
         .duration("shutdown.release_timeout", \.shutdown.releaseTimeout),
-    ]
+    ] + tracing
 
     static let byPath: [String: ConfigurationKey] = Dictionary(uniqueKeysWithValues: all.map { ($0.path, $0) })
 }
@@ -209,6 +212,7 @@ enum ConfigurationValue: Sendable {
     case list([String])
     case map([String: String])
     case apiKeys([WorkerConfiguration.APIKey])
+    case fraction(Double)
 }
 
 /// Parses `250ms`, `2s`, `5m`, `12h`, `1d`, or plain seconds, as the
@@ -335,7 +339,7 @@ struct ConfigurationLoader {
                 map[nameScalar.string] = valueScalar.string
             }
             return .map(map)
-        case .string, .integer, .duration, .bool, .choice:
+        case .string, .integer, .duration, .bool, .choice, .fraction:
             guard case .scalar(let scalar) = node else {
                 if case .mapping = node { return fail("expected a single value, got a mapping") }
                 return fail("expected a single value, got a list")
@@ -366,6 +370,11 @@ struct ConfigurationLoader {
                 return .failure(Message(text: "\(value) is out of range (\(range.lowerBound)…\(range.upperBound))"))
             }
             return .success(.integer(value))
+        case .fraction:
+            guard let value = Double(text.trimmingCharacters(in: .whitespaces)), value >= 0, value <= 1 else {
+                return .failure(Message(text: "expected a number from 0 to 1, got \(text.debugDescription)"))
+            }
+            return .success(.fraction(value))
         case .duration:
             guard let seconds = parseDuration(text) else {
                 return .failure(Message(text: "expected a duration such as 250ms, 2s, 5m or 12h, got \(text.debugDescription)"))
@@ -432,6 +441,7 @@ struct ConfigurationLoader {
         }
         check([1, 5, 10].contains(configuration.activity.defaultPriority), "activity.default_priority", "must be 1, 5 or 10")
         validateAPNs(configuration)
+        validateTracing(configuration)
         if !configuration.admin.listen.isEmpty {
             check(WorkerConfiguration.hostAndPort(configuration.admin.listen, ports: 0...65535) != nil, "admin.listen",
                   "expected host:port or [ipv6]:port with a port from 0 to 65535, or empty to turn the endpoint off; got \(configuration.admin.listen.debugDescription)")

@@ -187,6 +187,7 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var admin = Admin()
     public var http = HTTP()
     public var shutdown = Shutdown()
+    public var tracing = Tracing()
 
     public init() {}
 

@@ -69,6 +69,8 @@ public final class Dispatcher: Service, Sendable {
     let logger: Logger
     let metrics: WorkerMetrics
     let observer: Observer?
+    /// Spans of pushes and APNs requests; nil when tracing is off.
+    let tracing: WorkerTracing?
     let clock: @Sendable () -> UnixTime
     let table = Mutex(Table())
     let ownership: Mutex<PartitionOwnership>
@@ -89,7 +91,7 @@ public final class Dispatcher: Service, Sendable {
     public init(
         configuration: WorkerConfiguration, client: KafkaClientConfiguration, producer: KafkaProducer,
         sender: PushSender, channels: BroadcastChannels? = nil, logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil,
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        tracing: WorkerTracing? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         clock: @escaping @Sendable () -> UnixTime = { UnixTime(seconds: Date().timeIntervalSince1970) }
     ) throws(KafkaError) {
         self.configuration = configuration
@@ -114,6 +116,7 @@ public final class Dispatcher: Service, Sendable {
         self.logger = logger
         self.metrics = metrics
         self.observer = observer
+        self.tracing = tracing
         self.clock = clock
         self.gate = Mutex(configuration.backpressureGate)
         self.eventLoops = eventLoopGroup
@@ -247,10 +250,12 @@ public final class Dispatcher: Service, Sendable {
             metrics.recordConsumed(topic.rawValue)
             guard let runner = runner(record.partition) else { return }
             if topic == .commands { runner.nextCommandOffset.store(record.offset + 1, ordering: .relaxed) }
+            // Only a sampled trace goes into the machine: nothing of another would be recorded.
+            let trace = tracing != nil && topic == .commands ? WorkerTracing.context(of: record.headers).flatMap { $0.isSampled ? $0 : nil } : nil
             runner.apply { machine, now in
                 let input = PartitionDispatcher.Record(
                     offset: record.offset, key: record.key, value: record.value,
-                    timestamp: record.timestampMilliseconds.map { UnixTime(seconds: Double($0) / 1000) } ?? now)
+                    timestamp: record.timestampMilliseconds.map { UnixTime(seconds: Double($0) / 1000) } ?? now, trace: trace)
                 return switch topic {
                 case .commands: machine.command(input, now: now)
                 case .starts: machine.audienceStartRecord(input, now: now)
@@ -301,7 +306,7 @@ public final class Dispatcher: Service, Sendable {
             enqueue: { [self] produce, number in enqueue(produce, partition: number) },
             commit: { [self] topic, number, offset in commit(topic, number, offset) },
             observe: { [self] observation in observe(observation) },
-            pushSent: { [self] result, seconds in pushSent(result, seconds: seconds) },
+            pushSent: { [self] send, result, seconds in pushSent(send, result, seconds: seconds) },
             writeFailed: { [self] produce, error, attempt in
                 let topic = configuration.topic(produce.topic)
                 guard error.isPermanent else {
@@ -338,11 +343,17 @@ public final class Dispatcher: Service, Sendable {
         }
     }
 
-    private func pushSent(_ result: SendResult, seconds: Double) {
+    private func pushSent(_ send: PartitionDispatcher.Send, _ result: SendResult, seconds: Double) {
+        if let tracing {
+            let ended = clock()
+            tracing.recordRequest(send, result, started: ended + -seconds, ended: ended)
+        }
         // A send no APNs pool took is not a push APNs answered.
         guard let label = result.label else { return }
         metrics.pushSent(label, seconds: seconds)
-        logger.trace("APNs answered a push", metadata: ["apns.outcome": "\(label)", "apns.seconds": "\(seconds)"])
+        logger.trace("APNs answered a push", metadata: Logger.Metadata.trace(send.push.traceContext).merging([
+            "apns.outcome": "\(label)", "apns.seconds": "\(seconds)",
+        ]) { own, _ in own })
         if let error = result.misconfiguration {
             logger.error("APNs refuses every push: fix the configuration", metadata: ["apns.error": "\(error)"])
         }
@@ -372,6 +383,8 @@ public final class Dispatcher: Service, Sendable {
             logger.info("Broadcast channel published", metadata: ["activity.id": "\(activity)", "apns.channel_id": "\(channel.id)"])
         case .channelDeleted(let activity, let channelID):
             logger.debug("Broadcast channel of an expired activity deleted", metadata: ["activity.id": "\(activity)", "apns.channel_id": "\(channelID)"])
+        case .pushTraced(let trace):
+            tracing?.recordPush(trace, completedAt: clock())
         case .activityExpired:
             break
         }

@@ -280,7 +280,7 @@ final class PartitionRunner: Sendable {
         let started = ContinuousClock.now
         let batch = sends
         services.sender.submit(batch) { [weak self] index, result in
-            self?.services.pushSent(result, (ContinuousClock.now - started).seconds)
+            self?.services.pushSent(batch[index], result, (ContinuousClock.now - started).seconds)
             self?.deliver(.sent(batch[index], result.outcome))
         }
     }
@@ -328,7 +328,8 @@ struct DispatchServices: Sendable {
     var enqueue: @Sendable (PartitionDispatcher.Produce, Int32) -> Result<KafkaPendingDelivery, KafkaError>
     var commit: @Sendable (InternalTopic, Int32, Int64) -> Void
     var observe: @Sendable (PartitionDispatcher.Observation) -> Void
-    var pushSent: @Sendable (SendResult, Double) -> Void
+    /// A send was answered: its result, and the seconds it took.
+    var pushSent: @Sendable (PartitionDispatcher.Send, SendResult, Double) -> Void
     var writeFailed: @Sendable (PartitionDispatcher.Produce, KafkaError, Int) -> Void
     /// Adds to the worker's count of records in progress; returns the new total.
     var countOutstanding: @Sendable (Int) -> Int

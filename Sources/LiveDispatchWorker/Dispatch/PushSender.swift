@@ -79,7 +79,12 @@ public struct PushSender: Sendable {
         }
         for batch in batches.values {
             let positions = batch.positions
-            batch.pool.submit(batch.requests) { index, outcome in onOutcome(positions[index], Self.classify(outcome)) }
+            let apnsIDs = batch.requests.map(\.apnsID)
+            batch.pool.submit(batch.requests) { index, outcome in
+                var result = Self.classify(outcome)
+                result.apnsID = apnsIDs[index]
+                onOutcome(positions[index], result)
+            }
         }
     }
 
@@ -87,14 +92,18 @@ public struct PushSender: Sendable {
     static func classify(_ answer: APNsOutcome) -> SendResult {
         let outcome: FanOut.Outcome
         var misconfiguration: APNsError?
+        var status: Int?
         switch answer {
         case .delivered:
             outcome = .delivered
+            status = 200
         case .tokenInvalid(let reason, _):
             outcome = .tokenInvalid(reason: reason.description)
-        case .permanent(let status, let reason):
-            outcome = .permanent(reason: "\(status) \(reason)")
+        case .permanent(let answered, let reason):
+            outcome = .permanent(reason: "\(answered) \(reason)")
+            status = answered
         case .retryable(let failure):
+            status = failure.status
             let reason = failure.reason.map { "\(failure.status.map(String.init) ?? "") \($0)".trimmingCharacters(in: .whitespaces) } ?? failure.error.description
             outcome = .retryable(reason: reason, after: failure.retryAfter)
         case .misconfigured(let error):
@@ -103,7 +112,7 @@ public struct PushSender: Sendable {
             outcome = .retryable(reason: "misconfigured: \(error)", after: nil)
             misconfiguration = error
         }
-        return SendResult(outcome: outcome, label: answer.label, misconfiguration: misconfiguration)
+        return SendResult(outcome: outcome, label: answer.label, misconfiguration: misconfiguration, status: status)
     }
 
     func shutdown() async {
@@ -125,4 +134,9 @@ struct SendResult: Sendable, Hashable {
     /// Why APNs refuses every push until an operator fixes the key, team,
     /// topic or environment; nil for any other answer.
     var misconfiguration: APNsError?
+    /// The HTTP status APNs answered, when it answered with one the
+    /// outcome keeps (traces record it).
+    var status: Int?
+    /// The `apns-id` the request was sent with (APNs echoes it).
+    var apnsID: String?
 }

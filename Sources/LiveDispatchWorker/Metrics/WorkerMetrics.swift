@@ -84,6 +84,8 @@ public struct WorkerMetrics: Sendable {
             counter("livedispatch_broadcast_channels_total", [("operation", "created")]).increment()
         case .channelDeleted:
             counter("livedispatch_broadcast_channels_total", [("operation", "deleted")]).increment()
+        case .pushTraced:
+            break
         }
     }
 

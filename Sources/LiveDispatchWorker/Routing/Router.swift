@@ -2,6 +2,7 @@ import Foundation
 import Kafka
 import LiveDispatchCore
 import LiveDispatchRules
+import LiveDispatchTracing
 import Logging
 import NIOCore
 import NIOPosix
@@ -46,7 +47,9 @@ public final class Router: Service, Sendable {
     let assigned: (@Sendable () -> Void)?
     let downstream: (@Sendable () -> Int)?
     let commandWritten: (@Sendable (KafkaDeliveryReport) -> Void)?
-    private let commandsTopic: String
+    /// Spans of rule evaluation and command writes; nil when tracing is off.
+    let tracing: WorkerTracing?
+    let commandsTopic: String
     let topics: [String]
     private let state: Mutex<State>
     private let stage: ConsumerStage
@@ -72,7 +75,8 @@ public final class Router: Service, Sendable {
     public init(
         configuration: WorkerConfiguration, rules: RuleSetStore, client: KafkaClientConfiguration, producer: KafkaProducer,
         logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil, assigned: (@Sendable () -> Void)? = nil,
-        downstream: (@Sendable () -> Int)? = nil, commandWritten: (@Sendable (KafkaDeliveryReport) -> Void)? = nil
+        downstream: (@Sendable () -> Int)? = nil, commandWritten: (@Sendable (KafkaDeliveryReport) -> Void)? = nil,
+        tracing: WorkerTracing? = nil
     ) throws(KafkaError) {
         self.configuration = configuration
         self.rules = rules
@@ -95,6 +99,7 @@ public final class Router: Service, Sendable {
         self.assigned = assigned
         self.downstream = downstream
         self.commandWritten = commandWritten
+        self.tracing = tracing
         self.commandsTopic = configuration.topic(.commands)
         self.state = Mutex(State(gate: configuration.backpressureGate))
         self.stage = ConsumerStage(consumer: consumer)
@@ -147,10 +152,11 @@ public final class Router: Service, Sendable {
         let now = UnixTime(seconds: Date().timeIntervalSince1970)
         let tracked = OffsetTracker.Partition(topic: record.topic, number: record.partition)
         metrics.recordConsumed(record.topic)
-        let outputs = outputs(for: record, now: now)
-        logger.trace("Event routed", metadata: [
+        let evaluation = startEvaluation(of: record)
+        let outputs = traced(outputs(for: record, now: now), under: evaluation)
+        logger.trace("Event routed", metadata: Logger.Metadata.trace(evaluation?.traceContext).merging([
             "kafka.source": "\(record.topic)[\(record.partition)]@\(record.offset)", "router.outputs": "\(outputs.count)",
-        ])
+        ]) { own, _ in own })
         var deliveries: [(Output, Result<KafkaPendingDelivery, KafkaError>)] = []
         let gate: BackpressureGate.Action = state.withLock { state in
             if isTracked { try? state.tracker.read(tracked, offset: record.offset) }
@@ -199,6 +205,7 @@ public final class Router: Service, Sendable {
                 switch result {
                 case .success(let report):
                     if let commandWritten, report.topic == commandsTopic { commandWritten(report) }
+                    output.span?.end()
                     stored(event)
                 case .failure(let error): refused(output, error, event: event, attempt: attempt)
                 }
@@ -224,6 +231,8 @@ public final class Router: Service, Sendable {
         let record = event.record
         let source = "\(record.topic)[\(record.partition)]@\(record.offset)"
         if error.isPermanent {
+            output.span?.recordError(error)
+            output.span?.end()
             metrics.writeDropped(topic: output.topic)
             logger.error("Kafka refused a routed record for good; not retrying", metadata: [
                 "kafka.topic": "\(output.topic)", "kafka.source": "\(source)", "kafka.error": "\(error)", "kafka.bytes": "\(output.value.count)",
@@ -248,13 +257,19 @@ public final class Router: Service, Sendable {
     }
 
     private func enqueue(_ output: Output) -> Result<KafkaPendingDelivery, KafkaError> {
-        Result { () throws(KafkaError) in try producer.enqueue(topic: output.topic, key: output.key, value: output.value) }
+        Result { () throws(KafkaError) in try producer.enqueue(topic: output.topic, key: output.key, value: output.value, headers: output.headers) }
     }
 
     struct Output: Sendable {
         var topic: String
         var key: [UInt8]?
         var value: [UInt8]
+        /// The rule that made a command.
+        var rule: String? = nil
+        /// `traceparent` and `tracestate` of a traced command.
+        var headers: [KafkaHeader] = []
+        /// The span of a traced command's write, ended by its acknowledgement.
+        var span: TracedSpan? = nil
     }
 
     /// The commands and dead letters one event turns into.
@@ -274,7 +289,9 @@ public final class Router: Service, Sendable {
             switch outcome {
             case .command(let command):
                 metrics.eventRouted("command")
-                outputs.append(Output(topic: configuration.topic(.commands), key: Array(command.activityID.rawValue.utf8), value: command.routed.serialized()))
+                outputs.append(Output(
+                    topic: configuration.topic(.commands), key: Array(command.activityID.rawValue.utf8), value: command.routed.serialized(),
+                    rule: command.source?.rule))
             case .failure(let failure):
                 metrics.eventRouted("failure")
                 let reason: DeadLetterReason = failure.code == .invalidEvent ? .invalidJSON : .ruleError

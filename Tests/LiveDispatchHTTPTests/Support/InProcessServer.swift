@@ -6,6 +6,8 @@ import Kafka
 @testable import LiveDispatchHTTP
 import LiveDispatchCore
 import LiveDispatchRules
+import LiveDispatchTracing
+import Tracing
 import LiveDispatchWorker
 import Logging
 import ServiceLifecycle
@@ -29,6 +31,8 @@ final class InProcessServer: Sendable {
     /// What the seams saw.
     final class Recorder: Sendable {
         let produced = Mutex<[(topic: String, key: [UInt8], value: [UInt8])]>([])
+        /// The trace context each record was produced under (its headers).
+        let producedTraces = Mutex<[TraceContext?]>([])
         let reads = Mutex<[String]>([])
         /// Records the read of a topic hands to its caller, by topic.
         let records: Mutex<[String: [KafkaRecord]]>
@@ -46,7 +50,7 @@ final class InProcessServer: Sendable {
 
     init(
         openReads: Bool = false, http: WorkerConfiguration.HTTP = WorkerConfiguration().http, records: [String: [KafkaRecord]] = [:],
-        currentState: @escaping @Sendable (ActivityID) -> ActivityState? = { _ in nil }
+        currentState: @escaping @Sendable (ActivityID) -> ActivityState? = { _ in nil }, tracer: LiveDispatchTracer? = nil
     ) throws {
         let recorder = Recorder(records: records)
         self.recorder = recorder
@@ -57,7 +61,10 @@ final class InProcessServer: Sendable {
             topics: .init(commands: "livedispatch.commands", tokens: "livedispatch.tokens", state: "livedispatch.state",
                           tokenStore: "livedispatch.token-store", deadLetters: "livedispatch.dead-letters",
                           channels: "livedispatch.channels"),
-            produce: { topic, key, value in recorder.produced.withLock { $0.append((topic, key, value)) } },
+            produce: { topic, key, value in
+                recorder.produced.withLock { $0.append((topic, key, value)) }
+                recorder.producedTraces.withLock { $0.append(InstrumentationContext.current?.traceContext) }
+            },
             makeID: { "id-1" }, rules: { rules },
             readTopic: { topic, _, body in
                 recorder.reads.withLock { $0.append(topic) }
@@ -66,7 +73,7 @@ final class InProcessServer: Sendable {
         let (router, guarded) = try WorkerHTTPServer.router(
             api: api, configuration: configuration, openReads: openReads,
             health: .init(isReady: { true }, status: { "{}" }), exposition: { Array("livedispatch_up 1\n".utf8) },
-            logger: Logger(label: "test"))
+            logger: Logger(label: "test"), tracer: tracer)
         routes = guarded.routes
         self.router = router.buildResponder()
     }
