@@ -15,7 +15,8 @@ tokens, each with its last outcome (delivered with the final `end`); the
 demo's push-to-start audience lists its two tokens with their type and the
 start each was sent, which links to the activity and its type; the
 channels view answers (empty in the demo); the rule
-playground explains a goal event; an `end` sent before its activity had a
+playground explains a goal event and diffs a changed goal rule on the
+demo's traffic; an `end` sent before its activity had a
 state is dead-lettered, then replayed with the Replay button once the
 activity exists, and the activity is seen ended. Any step that does not
 happen within its deadline, and any script error or Content-Security-Policy
@@ -214,6 +215,22 @@ def main():
         matched = page.locator("#explain-result .rule.matched")
         expect(matched.first.locator("pre.command")).to_contain_text('"activity_id": "match-console-check"')
         expect(page.locator("#explain-result .rule.not-matched").first.locator("li").first).to_be_visible()
+        # The same goal rule with another alert title, tried on the demo's
+        # traffic: the goals' activity shows the title change.
+        step("rules diff on recent traffic")
+        sports = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Config", "rules", "sports.yaml")
+        with open(sports, encoding="utf-8") as file:
+            text = file.read()
+        changed = text.replace('title: "Goal for {{ event.scoring_team }}!"', 'title: "GOAL! {{ event.scoring_team }}"')
+        assert changed != text, "the goal rule's alert title is not in Config/rules/sports.yaml"
+        page.fill("#diff-file", "sports.yaml")
+        page.fill("#diff-minutes", "60")
+        page.fill("#diff-rules", changed)
+        page.get_by_role("button", name="Diff").click()
+        expect(page.locator("#diff-result .diff-summary")).to_contain_text("0 new rule errors")
+        goals = page.locator('#diff-result [data-activity="match-superb-owl-2026"]')
+        expect(goals.locator("li.field-change").first).to_contain_text('alert.title: "Goal for')
+        expect(goals.locator("li.field-change").first).to_contain_text('"GOAL! ')
         shot("console-rules.png")
 
         # A dead letter replayed with the button, and seen to land: an `end`

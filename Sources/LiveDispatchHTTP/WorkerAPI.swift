@@ -48,6 +48,19 @@ struct WorkerAPI: APIProtocol {
     /// The activity's state when this worker owns its partition: a command's
     /// payload size is checked merged into it.
     var currentState: @Sendable (ActivityID) -> ActivityState? = { _ in nil }
+    /// What `POST /v1/rules/diff` reads; without it the route answers 503.
+    var rulesDiff: RulesDiffSource?
+
+    /// The rules directory and the domain topics by time, for
+    /// `POST /v1/rules/diff`.
+    struct RulesDiffSource: Sendable {
+        var rulesDirectory: String
+        var maxEventBytes: Int
+        /// Reads every partition of `topic` from its first record at `since`
+        /// (milliseconds since the epoch) or later, a record at a time, to
+        /// the end or until `body` returns false.
+        var read: @Sendable (_ topic: String, _ since: Int64, _ body: (KafkaRecord) -> Bool) async throws -> Void
+    }
 
     /// What became of one request.
     enum Outcome<Accepted: Sendable>: Sendable {

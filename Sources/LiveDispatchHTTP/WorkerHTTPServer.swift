@@ -57,6 +57,8 @@ public struct WorkerHTTPServer: Service {
         let dispatcher = components.dispatcher
         let configuration = components.configuration
         let producer = components.producer
+        // One read of Kafka at a time across the read routes.
+        let gate = ScanGate()
         var scrape: Exposition?
         if let exposition {
             scrape = { @Sendable in
@@ -84,9 +86,12 @@ public struct WorkerHTTPServer: Service {
                 _ = try await producer.send(topic: topic, key: key, value: value, headers: headers)
             },
             rules: { [rules = components.rules] in rules.current },
-            readTopic: Self.topicReader(client: components.kafka, logger: components.logger),
-            apps: configuration.appDirectory, currentState: { dispatcher.activityState($0) }, logger: components.logger,
-            tracer: components.tracing?.tracer, onListening: onListening)
+            readTopic: Self.topicReader(client: components.kafka, logger: components.logger, gate: gate),
+            apps: configuration.appDirectory, currentState: { dispatcher.activityState($0) },
+            rulesDiff: WorkerAPI.RulesDiffSource(
+                rulesDirectory: configuration.rules.path, maxEventBytes: configuration.limits.maxEventBytes,
+                read: Self.timeReader(client: components.kafka, logger: components.logger, gate: gate)),
+            logger: components.logger, tracer: components.tracing?.tracer, onListening: onListening)
     }
 
     /// A server with its collaborators given as functions.
@@ -98,13 +103,13 @@ public struct WorkerHTTPServer: Service {
         rules: @escaping @Sendable () -> RuleSet,
         readTopic: @escaping WorkerAPI.ReadTopic, apps: AppDirectory = .unchecked,
         currentState: @escaping @Sendable (ActivityID) -> ActivityState? = { _ in nil },
-        logger: Logger, tracer: LiveDispatchTracer? = nil, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
+        rulesDiff: WorkerAPI.RulesDiffSource? = nil, logger: Logger, tracer: LiveDispatchTracer? = nil, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
         onProbeListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let (host, port, probe) = try Self.addresses(listen: listen, probeListen: probeListen)
         let api = WorkerAPI(
             topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps,
-            currentState: currentState)
+            currentState: currentState, rulesDiff: rulesDiff)
         let (router, _) = try Self.router(
             api: api, configuration: configuration, openReads: APIKeyTable.isLoopback(host: host), health: health, exposition: exposition, logger: logger,
             tracer: tracer)
@@ -255,9 +260,8 @@ public struct WorkerHTTPServer: Service {
 
     /// Reads a topic's chosen partitions to their end with the partition
     /// reader (no consumer group); a partition the topic lacks reads nothing.
-    static func topicReader(client: KafkaClientConfiguration, logger: Logger) -> WorkerAPI.ReadTopic {
-        let gate = ScanGate()
-        return { topic, partitions, body in
+    static func topicReader(client: KafkaClientConfiguration, logger: Logger, gate: ScanGate) -> WorkerAPI.ReadTopic {
+        { topic, partitions, body in
             try gate.enter()
             defer { gate.leave() }
             let count = try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()[topic] ?? 0
@@ -270,6 +274,27 @@ public struct WorkerHTTPServer: Service {
             let reader = KafkaPartitionReader(configuration: client, logger: logger)
             for partition in chosen {
                 try await reader.readToEnd(topic: topic, partition: partition, timeout: .seconds(10)) { body($0) }
+            }
+        }
+    }
+
+    /// Reads every partition of a topic from a time on (the partition
+    /// reader, by timestamp), under the same gate as the other reads.
+    static func timeReader(client: KafkaClientConfiguration, logger: Logger, gate: ScanGate) -> @Sendable (String, Int64, (KafkaRecord) -> Bool) async throws -> Void {
+        struct Enough: Error {}
+        return { topic, since, body in
+            try gate.enter()
+            defer { gate.leave() }
+            let count = try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()[topic] ?? 0
+            let reader = KafkaPartitionReader(configuration: client, logger: logger)
+            do {
+                for partition in 0..<Int32(clamping: count) {
+                    try await reader.readBatchesToEnd(topic: topic, partition: partition, since: since, timeout: .seconds(10)) { records in
+                        for record in records where !body(record) { throw Enough() }
+                    }
+                }
+            } catch is Enough {
+                return
             }
         }
     }

@@ -108,11 +108,9 @@ extension RulesCommand {
                 throw Self.fail("the topic \(missing) does not exist on \(bootstrapServers)")
             }
 
-            let maxEventBytes = configuration.limits.maxEventBytes
-            let eventLimits = RuleSet.eventLimits(maxBytes: maxEventBytes)
-            let now = UnixTime(seconds: wallClock)
-            let limitEvents = self.limitEvents ?? Int.max
-            var diff = RuleDiff()
+            var run = RuleDiffRun(
+                base: baseRules, new: newRuleSet, maxEventBytes: configuration.limits.maxEventBytes,
+                limitEvents: self.limitEvents ?? Int.max, now: UnixTime(seconds: wallClock))
             let reader = KafkaPartitionReader(configuration: client, logger: logger)
             let clock = ContinuousClock()
             let began = clock.now
@@ -123,26 +121,18 @@ extension RulesCommand {
                         try await reader.readBatchesToEnd(topic: topic, partition: partition, since: start) { records in
                             let batchStart = clock.now
                             defer { diffing += clock.now - batchStart }
-                            for record in records {
-                                guard diff.summary.eventsRead < limitEvents else { throw EnoughEvents() }
-                                let domain = DomainRecord(record, now: now, maxEventBytes: maxEventBytes)
-                                let time = domain.record.timestamp
-                                let outcomes = RuleDiff.evaluate(
-                                    base: baseRules, new: newRuleSet, record: domain.record, value: domain.value, now: time,
-                                    eventLimits: eventLimits, rejection: domain.rejection)
-                                diff.add(domain.record, base: outcomes.base, new: outcomes.new, now: time)
-                            }
+                            for record in records where !run.take(record) { throw EnoughEvents() }
                         }
                     } catch is EnoughEvents {
                         break reading
                     } catch {
                         throw Self.fail("cannot read \(topic)[\(partition)] from \(bootstrapServers): \(error)")
                     }
-                    if diff.summary.eventsRead >= limitEvents { break reading }
+                    if run.isFull { break reading }
                 }
             }
             let elapsed = clock.now - began
-            let report = diff.report(limit: limit)
+            let report = run.diff.report(limit: limit)
             if json {
                 print(report.json(render: { LockScreen.render($0) }).serializedString())
             } else {

@@ -32,7 +32,7 @@ struct RouteAccessTests {
             "POST /v1/activities/{activity_id}/end": .key(.ingest), "POST /v1/tokens": .key(.ingest),
             "DELETE /v1/tokens/{token}": .key(.ingest), "GET /v1/activities": .key(.read), "GET /v1/activities/{activity_id}": .key(.read),
             "GET /v1/activities/{activity_id}/tokens": .key(.read), "GET /v1/audiences/{audience}": .key(.read), "GET /v1/channels": .key(.read),
-            "GET /v1/dead-letters": .key(.read),
+            "GET /v1/dead-letters": .key(.read), "POST /v1/rules/diff": .key(.read),
             "POST /v1/dead-letters/{id}/replay": .key(.admin), "POST /v1/rules/explain": .key(.read),
         ]
         #expect(Dictionary(uniqueKeysWithValues: guarded.map { ("\($0.method.rawValue) \($0.path)", $0.access) }) == expected)

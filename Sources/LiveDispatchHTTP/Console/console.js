@@ -391,6 +391,50 @@ async function explain(event) {
   }
 }
 
+// A changed rule file tried on recent traffic (POST /v1/rules/diff).
+async function diffRules(event) {
+  event.preventDefault();
+  const result = document.getElementById("diff-result");
+  const file = document.getElementById("diff-file").value.trim();
+  const body = {
+    files: { [file]: document.getElementById("diff-rules").value },
+    minutes: Number(document.getElementById("diff-minutes").value) || 60,
+  };
+  result.replaceChildren(element("p", { class: "muted", text: "Reading the last " + body.minutes + " minutes…" }));
+  try {
+    const answer = await api("/v1/rules/diff", { method: "POST", json: body });
+    const summary = answer.summary;
+    const lines = [
+      element("p", { class: "diff-summary", text: summary.events_read + " events read, " + summary.events_differing + " differ, " +
+        summary.activities_affected + (summary.activities_affected_exact ? "" : " or more") + " activities affected; commands " +
+        summary.commands_added + " added, " + summary.commands_removed + " removed, " + summary.commands_changed + " changed; " +
+        summary.new_errors + " new rule errors" }),
+    ];
+    for (const failures of answer.new_errors) {
+      lines.push(element("div", { class: "rule failed" },
+        element("h3", {}, "rule " + (failures.rule || "?") + " now fails on " + failures.count + " events"),
+        element("ul", {}, ...failures.examples.map((example) =>
+          element("li", { text: example.event.topic + "[" + example.event.partition + "]@" + example.event.offset + ": " + example.reason })))));
+    }
+    for (const activity of answer.activities) {
+      lines.push(element("div", { class: "rule matched", "data-activity": activity.activity_id },
+        element("h3", {}, element("a", { href: "#/activity/" + encodeURIComponent(activity.activity_id), text: activity.activity_id }),
+          " " + activity.events + " events: " + activity.changed + " changed, " + activity.added + " added, " + activity.removed + " removed"),
+        element("ul", {}, ...activity.examples.flatMap((example) => [
+          ...(example.fields || []).map((field) => element("li", { class: "field-change",
+            text: example.kind + " " + field.path + ": " + JSON.stringify(field.before) + " → " + JSON.stringify(field.after) })),
+          example.lock_screen ? element("li", { class: "muted", text: "Lock Screen: " + example.lock_screen.before + " → " + example.lock_screen.after }) : null,
+        ]))));
+    }
+    result.replaceChildren(...lines);
+  } catch (error) {
+    const problems = (error.body && error.body.problems) || [];
+    result.replaceChildren(
+      element("p", { class: "error", text: error.message }),
+      ...problems.map((problem) => element("p", { class: "error", text: problem.pointer + ": " + problem.message })));
+  }
+}
+
 // ---- Key metrics, from /status and /metrics (Prometheus text).
 
 function sumSeries(text, name, labelFilter) {
@@ -469,6 +513,7 @@ function start() {
     if (key) location.hash = "#/audiences/" + encodeURIComponent(key);
   });
   document.getElementById("explain-form").addEventListener("submit", explain);
+  document.getElementById("diff-form").addEventListener("submit", diffRules);
   window.addEventListener("hashchange", route);
   route();
   loadMetrics();

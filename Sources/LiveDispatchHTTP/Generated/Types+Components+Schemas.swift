@@ -1138,6 +1138,94 @@ extension Components {
                 case app
             }
         }
+        /// - Remark: Generated from `#/components/schemas/RulesDiffRequest`.
+        internal struct RulesDiffRequest: Codable, Hashable, Sendable {
+            /// Rule files by name (`sports.yaml`; letters, digits, `.`, `_`, `-`, ending in .yaml or .yml), each replacing the rules directory's file of that name or added beside them.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RulesDiffRequest/files`.
+            internal struct FilesPayload: Codable, Hashable, Sendable {
+                /// A container of undocumented properties.
+                internal var additionalProperties: [String: Swift.String]
+                /// Creates a new `FilesPayload`.
+                ///
+                /// - Parameters:
+                ///   - additionalProperties: A container of undocumented properties.
+                internal init(additionalProperties: [String: Swift.String] = .init()) {
+                    self.additionalProperties = additionalProperties
+                }
+                internal init(from decoder: any Swift.Decoder) throws {
+                    additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
+                }
+                internal func encode(to encoder: any Swift.Encoder) throws {
+                    try encoder.encodeAdditionalProperties(additionalProperties)
+                }
+            }
+            /// Rule files by name (`sports.yaml`; letters, digits, `.`, `_`, `-`, ending in .yaml or .yml), each replacing the rules directory's file of that name or added beside them.
+            ///
+            /// - Remark: Generated from `#/components/schemas/RulesDiffRequest/files`.
+            internal var files: Components.Schemas.RulesDiffRequest.FilesPayload
+            /// How far back to read (default 10).
+            ///
+            /// - Remark: Generated from `#/components/schemas/RulesDiffRequest/minutes`.
+            internal var minutes: Swift.Int?
+            /// How many activities to show in detail, most affected first (default 20).
+            ///
+            /// - Remark: Generated from `#/components/schemas/RulesDiffRequest/limit`.
+            internal var limit: Swift.Int?
+            /// Stop after this many events (default 200,000).
+            ///
+            /// - Remark: Generated from `#/components/schemas/RulesDiffRequest/limit_events`.
+            internal var limitEvents: Swift.Int?
+            /// Creates a new `RulesDiffRequest`.
+            ///
+            /// - Parameters:
+            ///   - files: Rule files by name (`sports.yaml`; letters, digits, `.`, `_`, `-`, ending in .yaml or .yml), each replacing the rules directory's file of that name or added beside them.
+            ///   - minutes: How far back to read (default 10).
+            ///   - limit: How many activities to show in detail, most affected first (default 20).
+            ///   - limitEvents: Stop after this many events (default 200,000).
+            internal init(
+                files: Components.Schemas.RulesDiffRequest.FilesPayload,
+                minutes: Swift.Int? = nil,
+                limit: Swift.Int? = nil,
+                limitEvents: Swift.Int? = nil
+            ) {
+                self.files = files
+                self.minutes = minutes
+                self.limit = limit
+                self.limitEvents = limitEvents
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case files
+                case minutes
+                case limit
+                case limitEvents = "limit_events"
+            }
+            internal init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.files = try container.decode(
+                    Components.Schemas.RulesDiffRequest.FilesPayload.self,
+                    forKey: .files
+                )
+                self.minutes = try container.decodeIfPresent(
+                    Swift.Int.self,
+                    forKey: .minutes
+                )
+                self.limit = try container.decodeIfPresent(
+                    Swift.Int.self,
+                    forKey: .limit
+                )
+                self.limitEvents = try container.decodeIfPresent(
+                    Swift.Int.self,
+                    forKey: .limitEvents
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "files",
+                    "minutes",
+                    "limit",
+                    "limit_events"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/AudienceView`.
         internal struct AudienceView: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/AudienceView/audience`.

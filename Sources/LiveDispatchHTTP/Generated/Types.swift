@@ -131,6 +131,21 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/rules/explain`.
     /// - Remark: Generated from `#/paths//v1/rules/explain/post(explainRules)`.
     func explainRules(_ input: Operations.ExplainRules.Input) async throws -> Operations.ExplainRules.Output
+    /// The worker's rules against changed rule files, on the last minutes of domain traffic
+    ///
+    /// What `livedispatch rules diff --json` prints, for the rules this
+    /// worker runs now (the base) against its rules directory with the
+    /// given files replaced or added (the new rules), on the domain
+    /// records of the last `minutes`, read by timestamp from every
+    /// partition of the topics either set reads, without joining a group
+    /// or committing. At most `limit_events` events are read; one read of
+    /// Kafka for the read routes runs at a time (429 otherwise). Nothing
+    /// is produced. Needs a key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/rules/diff`.
+    /// - Remark: Generated from `#/paths//v1/rules/diff/post(diffRules)`.
+    func diffRules(_ input: Operations.DiffRules.Input) async throws -> Operations.DiffRules.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -375,6 +390,29 @@ extension APIProtocol {
         body: Operations.ExplainRules.Input.Body
     ) async throws -> Operations.ExplainRules.Output {
         try await explainRules(Operations.ExplainRules.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// The worker's rules against changed rule files, on the last minutes of domain traffic
+    ///
+    /// What `livedispatch rules diff --json` prints, for the rules this
+    /// worker runs now (the base) against its rules directory with the
+    /// given files replaced or added (the new rules), on the domain
+    /// records of the last `minutes`, read by timestamp from every
+    /// partition of the topics either set reads, without joining a group
+    /// or committing. At most `limit_events` events are read; one read of
+    /// Kafka for the read routes runs at a time (429 otherwise). Nothing
+    /// is produced. Needs a key with the `read` scope.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/rules/diff`.
+    /// - Remark: Generated from `#/paths//v1/rules/diff/post(diffRules)`.
+    internal func diffRules(
+        headers: Operations.DiffRules.Input.Headers = .init(),
+        body: Operations.DiffRules.Input.Body
+    ) async throws -> Operations.DiffRules.Output {
+        try await diffRules(Operations.DiffRules.Input(
             headers: headers,
             body: body
         ))
