@@ -54,13 +54,17 @@ extension PartitionDispatcher {
         /// choose by key (dead letters).
         public var partition: Int32?
         public var ticket: UInt64
+        /// The trace of the push whose snapshot this is, when that push
+        /// merged a sampled command: the write gets a span under it.
+        public var trace: TraceContext?
 
-        public init(topic: InternalTopic, key: String, value: [UInt8]?, partition: Int32?, ticket: UInt64) {
+        public init(topic: InternalTopic, key: String, value: [UInt8]?, partition: Int32?, ticket: UInt64, trace: TraceContext? = nil) {
             self.topic = topic
             self.key = key
             self.value = value
             self.partition = partition
             self.ticket = ticket
+            self.trace = trace
         }
     }
 

@@ -78,6 +78,19 @@ public struct WorkerTracing: Sendable {
         push.end(at: EpochInstant(now))
     }
 
+    /// Records the write of a traced push's snapshot to `state`, under the
+    /// push's span, from its enqueueing to Kafka's acknowledgement (which
+    /// lets the commands the push merged be committed).
+    func recordWrite(_ produce: PartitionDispatcher.Produce, _ report: KafkaDeliveryReport, started: UnixTime, ended: UnixTime) {
+        guard let parent = produce.trace, parent.isSampled else { return }
+        let span = tracer.startSpan("write snapshot", parent: parent, kind: .producer, at: EpochInstant(started).nanosecondsSinceEpoch)
+        span.attributes["activity.id"] = produce.key
+        span.attributes["messaging.destination.name"] = report.topic
+        span.attributes["messaging.destination.partition.id"] = "\(report.partition)"
+        span.attributes["messaging.kafka.offset"] = report.offset
+        span.end(at: EpochInstant(ended))
+    }
+
     /// Whether the token's APNs requests get spans (the same tokens in
     /// every push, so one device can be followed).
     func isTraced(_ token: DeviceToken) -> Bool {

@@ -11,7 +11,7 @@ import Testing
 struct TracingEndToEndTests {
     static let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
-    @Test("one event's trace connects its record, its rule, its command, its coalesced push and the APNs answers of its tokens")
+    @Test("one event's trace connects its record, its rule, its command, its coalesced push, the APNs answers of its tokens and its snapshot")
     func oneEventsTrace() async throws {
         let stack = try await WorkerStack()
         let receiver = try await OTLPReceiver(in: stack.directory)
@@ -37,7 +37,7 @@ struct TracingEndToEndTests {
         let spans = try await stack.waitWithDiagnostics("the trace's spans down to both APNs answers", workers: [worker]) { () -> [OTLPReceiver.Span]? in
             let spans = try receiver.spans().filter { $0.trace_id == traceID }
             let answers = spans.filter { $0.name == "APNs start" }
-            return answers.count == tokens.count && spans.contains { $0.name == "push start" } ? spans : nil
+            return answers.count == tokens.count && spans.contains { $0.name == "push start" } && spans.contains { $0.name == "write snapshot" } ? spans : nil
         }
         func one(_ name: String) throws -> OTLPReceiver.Span {
             let named = spans.filter { $0.name == name }
@@ -87,8 +87,15 @@ struct TracingEndToEndTests {
             // monotonic clock times the request.
             #expect(answer.start + 1_000_000 >= push.start && answer.end <= push.end + 1_000_000)
         }
+        // The push's snapshot on `state`, under the push, acknowledged after it.
+        let snapshot = try one("write snapshot")
+        #expect(snapshot.parent_span_id == push.span_id)
+        #expect(snapshot.kind == "producer")
+        #expect(snapshot.attributes["messaging.destination.name"] == .string("livedispatch.state"))
+        #expect(snapshot.attributes["activity.id"] == .string("match-t1"))
+        #expect(snapshot.start + 1_000_000 >= push.end)
         // Every span of the trace is one of these, each id once.
-        #expect(spans.count == 6)
+        #expect(spans.count == 7)
         #expect(Set(spans.map(\.span_id)).count == spans.count)
         #expect(try await worker.stop() == 0)
         _ = try await receiver.process.stop()

@@ -67,7 +67,10 @@ struct PushTraceTests {
         traced.advance(by: 2)
         #expect(plain.sent.map(\.payload) == traced.sent.map(\.payload))
         #expect(plain.sent.map(\.token) == traced.sent.map(\.token))
-        #expect(plain.produced == traced.produced)
+        // The same records; a traced push's snapshot names its trace.
+        #expect(plain.produced == traced.produced.map { var produce = $0; produce.trace = nil; return produce })
+        #expect(traced.produced.contains { $0.topic == .state && $0.trace?.isSampled == true })
+        #expect(plain.produced.allSatisfy { $0.trace == nil })
         #expect(plain.commits == traced.commits)
         let tracedObservations = traced.observations.filter { if case .pushTraced = $0 { false } else { true } }
         #expect(plain.observations == tracedObservations)

@@ -321,7 +321,8 @@ public final class Dispatcher: Service, Sendable {
                 ])
             },
             countOutstanding: { [self] delta in outstandingTotal.add(delta, ordering: .relaxed).newValue },
-            outstandingMoved: { [self] total in outstandingMoved(to: total) })
+            outstandingMoved: { [self] total in outstandingMoved(to: total) },
+            writeTraced: { [tracing] produce, report, started, ended in tracing?.recordWrite(produce, report, started: started, ended: ended) })
     }
 
     // MARK: I/O for the runners

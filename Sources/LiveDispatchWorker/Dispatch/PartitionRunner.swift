@@ -266,7 +266,7 @@ final class PartitionRunner: Sendable {
                 sends.append(send)
             case .produce(let produce):
                 unanswered.add(1, ordering: .relaxed)
-                watch(produce, pending: enqueued[produce.ticket] ?? services.enqueue(produce, number), attempt: 0)
+                watch(produce, pending: enqueued[produce.ticket] ?? services.enqueue(produce, number), attempt: 0, started: services.clock())
             case .commit(let topic, let offset):
                 services.commit(topic, number, offset)
             case .observe(let observation):
@@ -289,22 +289,24 @@ final class PartitionRunner: Sendable {
     /// enqueued again after a backoff (on the partition's ``RetryTimer``) until it is taken
     /// or the partition is gone, so no snapshot, token change or dead letter
     /// is skipped.
-    private func watch(_ produce: PartitionDispatcher.Produce, pending: Result<KafkaPendingDelivery, KafkaError>, attempt: Int) {
+    private func watch(_ produce: PartitionDispatcher.Produce, pending: Result<KafkaPendingDelivery, KafkaError>, attempt: Int, started: UnixTime) {
         switch pending {
         case .success(let delivery):
             delivery.whenComplete { [weak self] result in
                 guard let self else { return }
                 switch result {
-                case .success: self.deliver(.acknowledged(produce.ticket))
-                case .failure(let error): self.retryWrite(produce, error: error, attempt: attempt + 1)
+                case .success(let report):
+                    if produce.trace != nil { self.services.writeTraced(produce, report, started, self.services.clock()) }
+                    self.deliver(.acknowledged(produce.ticket))
+                case .failure(let error): self.retryWrite(produce, error: error, attempt: attempt + 1, started: started)
                 }
             }
         case .failure(let error):
-            retryWrite(produce, error: error, attempt: attempt + 1)
+            retryWrite(produce, error: error, attempt: attempt + 1, started: started)
         }
     }
 
-    private func retryWrite(_ produce: PartitionDispatcher.Produce, error: KafkaError, attempt: Int) {
+    private func retryWrite(_ produce: PartitionDispatcher.Produce, error: KafkaError, attempt: Int, started: UnixTime) {
         guard !isClosed else { return }
         services.writeFailed(produce, error, attempt)
         if error.isPermanent {
@@ -314,7 +316,7 @@ final class PartitionRunner: Sendable {
         }
         retries.schedule(after: Backoff.kafkaWrite.ceiling(attempt: attempt)) { [weak self] in
             guard let self, !self.isClosed else { return }
-            self.watch(produce, pending: self.services.enqueue(produce, self.number), attempt: attempt)
+            self.watch(produce, pending: self.services.enqueue(produce, self.number), attempt: attempt, started: started)
         }
     }
 }
@@ -335,4 +337,7 @@ struct DispatchServices: Sendable {
     var countOutstanding: @Sendable (Int) -> Int
     /// The count moved to this total: the back-pressure gate decides (outside any partition's lock).
     var outstandingMoved: @Sendable (Int) -> Void
+    /// A traced write (a traced push's snapshot) was acknowledged: where it
+    /// landed, when it was first enqueued and now.
+    var writeTraced: @Sendable (PartitionDispatcher.Produce, KafkaDeliveryReport, UnixTime, UnixTime) -> Void = { _, _, _, _ in }
 }
