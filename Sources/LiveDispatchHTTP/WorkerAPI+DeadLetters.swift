@@ -102,10 +102,11 @@ extension WorkerAPI {
         .init(headers: .init(retryAfter: 1), body: .json(.init(error: "busy", message: "\(busy); retry after 1s")))
     }
 
+    /// Kafka could not be read for a read route (any of them).
     static func unreadable(_ error: any Error) -> Components.Responses.Unavailable {
         .init(
             headers: .init(retryAfter: 1),
-            body: .json(.init(error: "unavailable", message: "the dead-letters topic could not be read (\(error)); retry later")))
+            body: .json(.init(error: "unavailable", message: "Kafka could not be read (\(error)); retry later")))
     }
 
     /// A JSON object as the generated code's free-form object.
