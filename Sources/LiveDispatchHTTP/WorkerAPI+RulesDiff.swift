@@ -39,7 +39,7 @@ extension WorkerAPI {
         let wallClock = Date().timeIntervalSince1970
         var run = RuleDiffRun(
             base: rules(), new: newRules, maxEventBytes: source.maxEventBytes, limitEvents: limitEvents, now: UnixTime(seconds: wallClock))
-        let since = Int64((wallClock - Double(minutes * 60)) * 1000)  // not from input: minutes is 1...1440 here
+        let since = Int64(exactly: ((wallClock - Double(minutes * 60)) * 1000).rounded(.down)) ?? 0
         let failure = await Self.reading {
             for topic in run.topics where !run.isFull {
                 try await source.read(topic, since) { run.take($0) }

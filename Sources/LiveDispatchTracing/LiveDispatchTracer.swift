@@ -106,7 +106,7 @@ public struct EpochInstant: TracerInstant {
     /// of nanoseconds hold is clamped.
     public init(_ time: UnixTime) {
         let nanoseconds = (time.seconds * 1e9).rounded()
-        nanosecondsSinceEpoch = nanoseconds.isNaN || nanoseconds <= 0 ? 0 : nanoseconds >= 0x1.0p64 ? .max : UInt64(nanoseconds)
+        nanosecondsSinceEpoch = nanoseconds.isNaN || nanoseconds <= 0 ? 0 : UInt64(exactly: nanoseconds) ?? .max
     }
 
     public static func < (lhs: EpochInstant, rhs: EpochInstant) -> Bool { lhs.nanosecondsSinceEpoch < rhs.nanosecondsSinceEpoch }

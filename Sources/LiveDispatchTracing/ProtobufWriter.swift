@@ -57,7 +57,7 @@ struct ProtobufWriter {
     mutating func fixed32(_ field: UInt32, _ value: UInt32) {
         guard value != 0 else { return }
         tag(field, .fixed32)
-        littleEndian(UInt64(value), count: 4)
+        littleEndian(UInt64(value), count: 4)  // not from a Double: UInt32 widened
     }
 
     /// A `double` field, written even when 0 when `always` (a `oneof` member).
@@ -71,7 +71,7 @@ struct ProtobufWriter {
     mutating func lengthDelimited(_ field: UInt32, _ value: [UInt8], always: Bool = false) {
         guard !value.isEmpty || always else { return }
         tag(field, .lengthDelimited)
-        varint(UInt64(value.count))
+        varint(UInt64(value.count))  // not from a Double: a count, 0 or more
         bytes.append(contentsOf: value)
     }
 

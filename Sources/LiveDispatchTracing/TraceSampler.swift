@@ -25,7 +25,7 @@ public struct TraceSampler: Sendable, Hashable {
         // 2^64 as a Double is exactly representable; anything at or above it
         // samples every id.
         let scaled = clamped * 0x1.0p64
-        threshold = scaled >= 0x1.0p64 ? .max : UInt64(scaled)
+        threshold = UInt64(exactly: scaled.rounded(.down)) ?? .max
     }
 
     /// Records every trace.

@@ -120,7 +120,7 @@ public final class TracedSpan: Tracing.Span, Sendable {
 extension SpanRecord.Value {
     init(_ attribute: SpanAttribute) {
         switch attribute {
-        case .int32(let value): self = .int(Int64(value))
+        case .int32(let value): self = .int(Int64(value))  // not from a Double: Int32 widened
         case .int64(let value): self = .int(value)
         case .double(let value): self = .double(value)
         case .bool(let value): self = .bool(value)
