@@ -120,13 +120,10 @@ extension PartitionDispatcher {
             guard let completion = activities.complete(activity, now: now) else { return [] }
             let snapshot = PushSummary.serializedSnapshot(
                 completion.newest.snapshot, history: completion.history, channel: channels.channel(of: activity)?.json)
-            var write = writes.produce(.state, key: activity.rawValue, value: snapshot, then: .snapshot(activity, offsets: completion.offsets))
-            if !completion.traces.isEmpty, case .produce(var produce) = write {
-                produce.trace = completion.newest.push.traceContext
-                write = .produce(produce)
-            }
             var actions: [Action] = [
-                write,
+                writes.produce(
+                    .state, key: activity.rawValue, value: snapshot, then: .snapshot(activity, offsets: completion.offsets),
+                    trace: completion.traces.isEmpty ? nil : completion.newest.push.traceContext),
                 .observe(.pushCompleted(
                     completion.newest.snapshot, commands: completion.offsets.count, tokens: completion.tokens, sample: completion.sample)),
             ]

@@ -19,8 +19,8 @@ struct PartitionWrites: Sendable {
 
     /// A record of this partition of a co-partitioned topic; nil `value`
     /// writes a tombstone.
-    mutating func produce(_ topic: InternalTopic, key: String, value: [UInt8]?, then effect: AckEffect) -> Action {
-        .produce(PartitionDispatcher.Produce(topic: topic, key: key, value: value, partition: partition, ticket: ticket(effect)))
+    mutating func produce(_ topic: InternalTopic, key: String, value: [UInt8]?, then effect: AckEffect, trace: TraceContext? = nil) -> Action {
+        .produce(PartitionDispatcher.Produce(topic: topic, key: key, value: value, partition: partition, ticket: ticket(effect), trace: trace))
     }
 
     /// A record the producer places by its key (an audience start goes to

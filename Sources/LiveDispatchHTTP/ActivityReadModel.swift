@@ -64,9 +64,7 @@ struct ActivityReadModel: Sendable {
     /// The registrations after `cursor` (a token, lowercase hex), sorted by
     /// token, at most `limit`; and the cursor of the next page when more follow.
     func tokenPage(after cursor: String?, limit: Int) -> (entries: [TokenEntry], next: String?) {
-        let sorted = tokens.keys.sorted()
-        let start = cursor.map { cursor in sorted.partitionPoint { $0 > cursor } } ?? 0
-        let page = sorted[start...].prefix(max(0, limit))
+        let (page, next) = tokens.keys.sorted().page(after: cursor, limit: limit)
         let latestPush = pushes.first
         let entries = page.compactMap { token -> TokenEntry? in
             guard let registration = tokens[token] else { return nil }
@@ -75,7 +73,6 @@ struct ActivityReadModel: Sendable {
             let outcome = TokenOutcome.shown(recorded: recorded, registeredAt: stored?.registeredAt, latestPush: latestPush)
             return TokenEntry(token: token, registration: registration, outcome: outcome, derived: outcome != nil && outcome != recorded)
         }
-        let next = start + page.count < sorted.count ? page.last : nil
         return (entries, next)
     }
 }
@@ -91,5 +88,13 @@ extension Array where Element: Comparable {
             if isAfter(self[middle]) { high = middle } else { low = middle + 1 }
         }
         return low
+    }
+
+    /// The elements after `cursor` (all without one), at most `limit`, and
+    /// the cursor of the next page (nil on the last).
+    func page(after cursor: Element?, limit: Int) -> (page: ArraySlice<Element>, next: Element?) {
+        let start = cursor.map { cursor in partitionPoint { $0 > cursor } } ?? 0
+        let page = self[start...].prefix(Swift.max(0, limit))
+        return (page, start + page.count < count ? page.last : nil)
     }
 }

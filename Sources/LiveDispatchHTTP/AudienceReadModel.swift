@@ -38,10 +38,7 @@ struct AudienceReadModel: Sendable {
 
     /// Up to `limit` tokens after `cursor`, sorted, and the cursor of the
     /// next page (nil on the last).
-    func page(after cursor: String?, limit: Int) -> (tokens: [String], next: String?) {
-        let sorted = tokens.keys.sorted()
-        let start = cursor.map { cursor in sorted.partitionPoint { $0 > cursor } } ?? 0
-        let page = Array(sorted[start...].prefix(max(0, limit)))
-        return (page, start + page.count < sorted.count ? page.last : nil)
+    func page(after cursor: String?, limit: Int) -> (page: ArraySlice<String>, next: String?) {
+        tokens.keys.sorted().page(after: cursor, limit: limit)
     }
 }

@@ -61,12 +61,19 @@ extension WorkerAPI {
         if (try? ActivityID(activity)) == nil {
             problems.append(.init(pointer: "#/parameters/activity_id", message: "expected 1 to 256 bytes without control characters"))
         }
+        problems += pageProblems(cursor: cursor, limit: limit, limitParameter: limitParameter)
+        guard !problems.isEmpty else { return nil }
+        return .init(body: .json(APIError.invalid("the request is not valid", problems: problems).body))
+    }
+
+    /// What is wrong with a page's token cursor and size.
+    static func pageProblems(cursor: String?, limit: Int, limitParameter: String) -> [Components.Schemas.Problem] {
+        var problems: [Components.Schemas.Problem] = []
         if let cursor, (try? DeviceToken(hex: cursor)) == nil {
             problems.append(.init(pointer: "#/parameters/cursor", message: "expected a token in hex, the next_cursor of a previous page"))
         }
         if let bad = badLimit(limit, parameter: limitParameter), case .json(let body) = bad.body { problems += body.problems ?? [] }
-        guard !problems.isEmpty else { return nil }
-        return .init(body: .json(APIError.invalid("the request is not valid", problems: problems).body))
+        return problems
     }
 
     /// A page of the model's tokens as the API shows it.

@@ -12,10 +12,7 @@ extension WorkerAPI {
         if audience == nil {
             problems.append(.init(pointer: "#/parameters/audience", message: "expected 1 to 256 bytes without control characters"))
         }
-        if let cursor, (try? DeviceToken(hex: cursor)) == nil {
-            problems.append(.init(pointer: "#/parameters/cursor", message: "expected a token in hex, the next_cursor of a previous page"))
-        }
-        if let bad = Self.badLimit(limit, parameter: "limit"), case .json(let body) = bad.body { problems += body.problems ?? [] }
+        problems += Self.pageProblems(cursor: cursor, limit: limit, limitParameter: "limit")
         guard let audience, problems.isEmpty else {
             return .badRequest(.init(body: .json(APIError.invalid("the request is not valid", problems: problems).body)))
         }
@@ -43,38 +40,5 @@ extension WorkerAPI {
                 starts: (model.ledgers[token]?.starts ?? []).map { .init(activityId: $0.activityID.rawValue, at: $0.at.seconds) })
         }
         return .ok(.init(body: .json(.init(audience: audience.rawValue, count: model.tokens.count, items: items, nextCursor: next))))
-    }
-}
-
-extension WorkerAPI {
-    /// `GET /v1/channels`: the broadcast channels on the compacted
-    /// `channels` topic (every partition, the latest record of each
-    /// activity; a tombstone is a deleted channel).
-    func listChannels(_ input: Operations.ListChannels.Input) async throws -> Operations.ListChannels.Output {
-        let limit = input.query.limit ?? 100
-        if let bad = Self.badLimit(limit, parameter: "limit") { return .badRequest(bad) }
-        let filter = input.query.activity ?? ""
-        var channels: [String: ActivityChannel] = [:]
-        let failure = await Self.reading {
-            try await readTopic(topics.channels, .all) { record in
-                guard let key = record.key else { return }
-                let activity = String(decoding: key, as: UTF8.self)
-                guard filter.isEmpty || activity.contains(filter) else { return }
-                // A record that does not read is left out rather than shown wrong.
-                channels[activity] = record.value.flatMap { try? JSONValue.parse($0) }.flatMap { try? ActivityChannel(json: $0) }
-            }
-        }
-        switch failure {
-        case .busy(let answer)?: return .tooManyRequests(answer)
-        case .unavailable(let answer)?: return .serviceUnavailable(answer)
-        case nil: break
-        }
-        let listed = channels.keys.sorted().prefix(limit).compactMap { activity -> Components.Schemas.Channel? in
-            guard let channel = channels[activity] else { return nil }
-            return .init(
-                activityId: activity, channelId: channel.id, environment: channel.environment.rawValue,
-                storagePolicy: channel.storagePolicy.description, createdAt: channel.createdAt.seconds, app: channel.app)
-        }
-        return .ok(.init(body: .json(.init(count: channels.count, channels: listed))))
     }
 }

@@ -266,7 +266,7 @@ final class PartitionRunner: Sendable {
                 sends.append(send)
             case .produce(let produce):
                 unanswered.add(1, ordering: .relaxed)
-                watch(produce, pending: enqueued[produce.ticket] ?? services.enqueue(produce, number), attempt: 0, started: services.clock())
+                watch(produce, pending: enqueued[produce.ticket] ?? services.enqueue(produce, number), attempt: 0, started: produce.trace == nil ? nil : services.clock())
             case .commit(let topic, let offset):
                 services.commit(topic, number, offset)
             case .observe(let observation):
@@ -289,14 +289,15 @@ final class PartitionRunner: Sendable {
     /// enqueued again after a backoff (on the partition's ``RetryTimer``) until it is taken
     /// or the partition is gone, so no snapshot, token change or dead letter
     /// is skipped.
-    private func watch(_ produce: PartitionDispatcher.Produce, pending: Result<KafkaPendingDelivery, KafkaError>, attempt: Int, started: UnixTime) {
+    /// `started`: when a traced write was first enqueued (nil for others).
+    private func watch(_ produce: PartitionDispatcher.Produce, pending: Result<KafkaPendingDelivery, KafkaError>, attempt: Int, started: UnixTime?) {
         switch pending {
         case .success(let delivery):
             delivery.whenComplete { [weak self] result in
                 guard let self else { return }
                 switch result {
                 case .success(let report):
-                    if produce.trace != nil { self.services.writeTraced(produce, report, started, self.services.clock()) }
+                    if let started { self.services.writeTraced(produce, report, started, self.services.clock()) }
                     self.deliver(.acknowledged(produce.ticket))
                 case .failure(let error): self.retryWrite(produce, error: error, attempt: attempt + 1, started: started)
                 }
@@ -306,7 +307,7 @@ final class PartitionRunner: Sendable {
         }
     }
 
-    private func retryWrite(_ produce: PartitionDispatcher.Produce, error: KafkaError, attempt: Int, started: UnixTime) {
+    private func retryWrite(_ produce: PartitionDispatcher.Produce, error: KafkaError, attempt: Int, started: UnixTime?) {
         guard !isClosed else { return }
         services.writeFailed(produce, error, attempt)
         if error.isPermanent {
