@@ -500,13 +500,14 @@ public final class APNsConnectionPool: Sendable {
                 let pending = state.pending[request]
                 let apnsID = pending?.request.apnsID ?? ""
                 if case .exchange = pending?.waiter { state.answers[request] = response }
-                classified.append((request, response.outcome(requestAPNsID: apnsID)))
+                let outcome = response.outcome(requestAPNsID: apnsID)
+                // Counted before the actions below resume the request's caller.
+                metrics.response(status: response.status, reason: outcome.metricReason)
+                classified.append((request, outcome))
             }
             return state.machine.responsesReceived(classified, on: id, now: now)
         }
-        for (index, (_, outcome)) in classified.enumerated() {
-            let status = responses[index].response.status
-            metrics.response(status: status, reason: outcome.metricReason)
+        for (_, outcome) in classified {
             if case .permanent(403, .expiredProviderToken) = outcome {
                 logger.info(
                     "APNs answered ExpiredProviderToken; the pool renews the token and retries once",
