@@ -100,10 +100,17 @@ struct WorkerAPI: APIProtocol {
         case .success(let made): command = made
         case .failure(let error): return .invalid(error)
         }
+        return await submit(command)
+    }
+
+    /// Checks a command made from any request shape against what the
+    /// worker knows of its activity and produces it to `commands`.
+    func submit(_ command: ActivityCommand) async -> Outcome<Components.Schemas.CommandAccepted> {
         if let refusal = Self.payloadRefusal(command, current: currentState(command.activityID)) { return .refused(refusal) }
         let id = command.id ?? ""
         if let failure = await send(topics.commands, key: command.activityID.rawValue, value: command.json) { return .unavailable(failure) }
-        return .accepted(.init(commandId: id, activityId: command.activityID.rawValue, event: .init(rawValue: event.rawValue) ?? .update))
+        return .accepted(.init(
+            commandId: id, activityId: command.activityID.rawValue, event: .init(rawValue: command.event.rawValue) ?? .update))
     }
 
     /// The command a request stands for, or the 400 naming each bad field.
