@@ -173,6 +173,9 @@ public struct Coalescer: Sendable {
     }
 
     public let configuration: Configuration
+    /// The declared activity types every command is checked against, on
+    /// the state it makes (a merge patch on the merged state).
+    public var types: ActivityTypes = .none
     private var entries: [ActivityID: Entry] = [:]
 
     public init(configuration: Configuration = Configuration()) {
@@ -227,6 +230,13 @@ public struct Coalescer: Sendable {
         entry.state.lastOffset = offset
         entry.state.remember(command, at: now, since: now + -configuration.idempotencyWindow, limit: configuration.maxRememberedIDs)
         entry.state.fold(command, now: now)
+        if let refusal = types.refusal(of: command, known: original?.state.attributesType, merged: entry.state.contentState) {
+            if let original { entries[id] = original }
+            return .reject(
+                refusal.reason,
+                message: "\(command.event.rawValue) at offset \(offset) \(refusal.message); it is not applied and the previous state stays",
+                details: refusal.details)
+        }
 
         var held = entry.held ?? Held(firstAt: now, deadline: now, eventTime: eventTime, offsets: [])
         held.eventTime = max(held.eventTime, eventTime)

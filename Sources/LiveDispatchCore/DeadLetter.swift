@@ -30,6 +30,13 @@ public struct DeadLetterReason: Sendable, Hashable, CustomStringConvertible, Exp
     /// A push-to-start token was already sent `push_to_start.max_starts_per_hour`
     /// starts in the past hour: this start is not sent to it.
     public static let startRateLimited: DeadLetterReason = "start-rate-limited"
+    /// The command's content-state, merged into the activity's, does not fit
+    /// the activity's type: the app could not decode it and the device
+    /// would drop the push.
+    public static let contentStateMismatch: DeadLetterReason = "content-state-mismatch"
+    /// The command's attributes do not fit the activity's type, or it names
+    /// another type than the activity's.
+    public static let attributesMismatch: DeadLetterReason = "attributes-mismatch"
 }
 
 /// A record LiveDispatch could not handle, with the reason and enough of

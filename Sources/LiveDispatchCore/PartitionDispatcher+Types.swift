@@ -130,6 +130,9 @@ extension PartitionDispatcher {
         case activityExpired(ActivityID, reason: String)
         /// A command whose id was applied before was acknowledged, not applied.
         case duplicateCommand(ActivityID, commandID: String)
+        /// A command was applied without a type check: its activity names
+        /// no type, or one that is not declared.
+        case uncheckedCommand(ActivityID, TypeChecking)
         /// The priority budget sent this version at a lower priority than asked.
         case priorityDowngraded(ActivityID, version: UInt64, from: PushPriority, to: PushPriority)
         /// An audience start is done: the push-to-start tokens it was

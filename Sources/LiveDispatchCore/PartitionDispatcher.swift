@@ -179,9 +179,9 @@ public struct PartitionDispatcher: Sendable {
             return deadLetterRecord(.commands, record, reason: reason, message: message, activityID: parsed.activityID, details: details, now: now)
         case .scheduleFlush(let at):
             wakes.schedule(.flush(parsed.activityID), at: at)
-            return beginChannel(for: parsed)
+            return unchecked(parsed) + beginChannel(for: parsed)
         case .flush(var flush):
-            let channelActions = beginChannel(for: parsed)
+            let channelActions = unchecked(parsed) + beginChannel(for: parsed)
             guard parsed.event == .start, !parsed.audiences.isEmpty else { return channelActions + publish(flush, now: now) }
             let actions = channelActions + startAudiencesWithChannel(parsed.audiences, flush.push, app: flush.snapshot.app)
             // The devices started through their push-to-start tokens hold the
@@ -190,6 +190,19 @@ public struct PartitionDispatcher: Sendable {
             flush.push.alert = nil
             return actions + publish(flush, now: now)
         }
+    }
+
+    /// The observation of a command applied without a type check.
+    private func unchecked(_ command: ActivityCommand) -> [Action] {
+        let checking = coalescer.types.checking(command, known: coalescer.state(of: command.activityID)?.attributesType)
+        guard checking.uncheckedLabel != nil else { return [] }
+        return [.observe(.uncheckedCommand(command.activityID, checking))]
+    }
+
+    /// Makes `types` the activity types later commands are checked against
+    /// (the rules were reloaded).
+    public mutating func useTypes(_ types: ActivityTypes) {
+        coalescer.types = types
     }
 
     enum Acceptance<Value> {

@@ -39,6 +39,8 @@ public final class ConsolePrinter: Sendable {
             write("\(elapsed)  ↓ \(activity) push v\(version) at priority \(to) instead of \(from): the hour's priority-10 budget is spent")
         case .duplicateCommand(let activity, let commandID):
             write("\(elapsed)  ↺ \(activity): command \(commandID.debugDescription) was applied before; acknowledged, not applied")
+        case .uncheckedCommand:
+            break
         case .audienceStarted(let activity, let audience, let delivered, let alreadyStarted):
             var parts: [String] = []
             if !delivered.isEmpty {

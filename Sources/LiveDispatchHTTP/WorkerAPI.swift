@@ -106,7 +106,7 @@ struct WorkerAPI: APIProtocol {
     /// Checks a command made from any request shape against what the
     /// worker knows of its activity and produces it to `commands`.
     func submit(_ command: ActivityCommand) async -> Outcome<Components.Schemas.CommandAccepted> {
-        if let refusal = Self.payloadRefusal(command, current: currentState(command.activityID)) { return .refused(refusal) }
+        if let refusal = Self.refusal(command, current: currentState(command.activityID), types: rules().types) { return .refused(refusal) }
         let id = command.id ?? ""
         if let failure = await send(topics.commands, key: command.activityID.rawValue, value: command.json) { return .unavailable(failure) }
         return .accepted(.init(
@@ -248,13 +248,40 @@ struct WorkerAPI: APIProtocol {
         return .init(pointer: JSONPointer.make(components), message: error.message)
     }
 
+    /// Why the dispatcher would refuse `command`, as the answer to give
+    /// now instead of a dead letter the caller never sees: 422 when it does
+    /// not fit its activity's type, 413 when its push is over APNs' size
+    /// limit. Both are judged merged into the activity's `current` state
+    /// when this worker holds it; otherwise a start (or a command that
+    /// replaces the state) is judged whole and a merge patch by the fields
+    /// it names. (What only the merged state shows is still dead-lettered
+    /// by the worker that holds it.)
+    static func refusal(_ command: ActivityCommand, current: ActivityState?, types: ActivityTypes) -> APIError? {
+        let now = UnixTime(seconds: Date().timeIntervalSince1970)
+        let typeRefusal: TypeRefusal?
+        if let current {
+            var merged = current
+            merged.fold(command, now: now)
+            typeRefusal = types.refusal(of: command, known: current.attributesType, merged: merged.contentState)
+        } else {
+            typeRefusal = types.patchRefusal(of: command)
+        }
+        if let typeRefusal {
+            return APIError(
+                status: .unprocessableContent, code: typeRefusal.reason.rawValue,
+                message: "the \(command.event.rawValue) \(typeRefusal.message); nothing was sent",
+                problems: [problem(typeRefusal.problem, notification: false)])
+        }
+        return payloadRefusal(command, current: current)
+    }
+
     /// The 413 for a command whose push is over APNs' size limit, merged into
     /// the activity's `current` state when this worker holds it, else
     /// applied to an activity with no state yet: the dispatcher would
     /// dead-letter it `payload-too-large` where the caller never sees it.
     /// (An update that fits alone but not merged into a large state another
     /// worker holds is still dead-lettered there.)
-    static func payloadRefusal(_ command: ActivityCommand, current: ActivityState? = nil) -> APIError? {
+    private static func payloadRefusal(_ command: ActivityCommand, current: ActivityState?) -> APIError? {
         var probe = Coalescer()
         let now = UnixTime(seconds: Date().timeIntervalSince1970)
         var offset: Int64 = 0

@@ -3,10 +3,12 @@ import LiveDispatchCore
 /// A declared activity type: the schema of its `content_state` and,
 /// optionally, of the static `attributes` a `start` carries.
 struct ActivityTypeDefinition: Sendable {
-    var name: String
-    var contentState: [SchemaField]
-    var attributes: [SchemaField]?
+    var type: ActivityType
     var location: SourceLocation
+
+    var name: String { type.name }
+    var contentState: [SchemaField] { type.contentState }
+    var attributes: [SchemaField]? { type.attributes }
 }
 
 /// A value a rule computes for a schema field: an expression, or a nested

@@ -95,7 +95,8 @@ struct RuleLoader: Sendable {
         }
         let attributes = value["attributes"].map { reader.fields($0, context: "attributes") }
         diagnostics += reader.diagnostics
-        activityTypes[name] = ActivityTypeDefinition(name: name, contentState: contentState, attributes: attributes, location: source.location(key))
+        activityTypes[name] = ActivityTypeDefinition(
+            type: ActivityType(name: name, contentState: contentState, attributes: attributes), location: source.location(key))
     }
 
     /// Compiles the rules of every added file against all declared types.

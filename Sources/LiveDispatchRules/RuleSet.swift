@@ -89,12 +89,17 @@ public struct RuleSet: Sendable {
     init(rules: [CompiledRule], activityTypes: [String: ActivityTypeDefinition]) {
         self.rules = rules
         self.activityTypes = activityTypes
+        types = ActivityTypes(activityTypes.values.map(\.type))
         var byTopic: [String: [CompiledRule]] = [:]
         for rule in rules {
             for topic in rule.topics { byTopic[topic, default: []].append(rule) }
         }
         rulesByTopic = byTopic
     }
+
+    /// The activity types the rule files declare (`activity_types`): the
+    /// dispatcher and the HTTP API check every command against them.
+    public let types: ActivityTypes
 
     /// The domain topics the router consumes.
     public var topics: Set<String> { Set(rulesByTopic.keys) }
@@ -399,7 +404,7 @@ extension CompiledRule {
             staleDate: try resolve(stale, from: time, context, field: "stale_date"),
             dismissalDate: try resolve(dismissal, from: time, context, field: "dismissal_date"),
             relevanceScore: relevance, alert: activityAlert,
-            attributesType: event == .start ? activityType : nil, attributes: attributesJSON, audiences: audienceKeys,
+            attributesType: activityType, attributes: attributesJSON, audiences: audienceKeys,
             app: app, source: CommandSource(topic: record.topic, partition: record.partition, offset: record.offset, rule: name),
             broadcast: broadcast, storagePolicy: storagePolicy)
         do {

@@ -1,30 +1,7 @@
 import LiveDispatchCore
 
-/// The type of a `content_state` (or `attributes`) field, as declared under
-/// `activity_types`.
-indirect enum SchemaType: Sendable, Hashable {
-    case int, double, string, bool, date
-    case enumeration([String])
-    case object([SchemaField])
-    case array(SchemaType)
-
-    var name: String {
-        switch self {
-        case .int: "int"
-        case .double: "double"
-        case .string: "string"
-        case .bool: "bool"
-        case .date: "date"
-        case .enumeration(let members): "enum(\(members.joined(separator: ", ")))"
-        case .object: "object"
-        case .array(let element): "[\(element.name)]"
-        }
-    }
-
-    /// Offset between Unix time and the reference date (2001-01-01) that
-    /// ActivityKit's default `JSONDecoder` uses for `Date` fields.
-    static let referenceDateOffset = 978_307_200.0
-
+/// What rules add to a schema type: checking the values they compute.
+extension SchemaType {
     /// Checks a run-time value against the type and gives the JSON that goes
     /// into the command. Dates become seconds since 2001-01-01, which is how
     /// the app's `ContentState` decodes a `Date` with default strategies.
@@ -111,13 +88,6 @@ indirect enum SchemaType: Sendable, Hashable {
             return ("is \(type.article)", name)
         }
     }
-}
-
-/// One field of a schema.
-struct SchemaField: Sendable, Hashable {
-    var name: String
-    var type: SchemaType
-    var optional: Bool
 }
 
 /// Reads schemas from YAML: `int`, `double`, `string`, `bool`, `date`,

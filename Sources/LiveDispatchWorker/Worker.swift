@@ -174,7 +174,7 @@ public final class Worker: Sendable {
         let dispatcher = try Dispatcher(
             configuration: configuration, client: client, producer: producer, sender: sender,
             channels: BroadcastChannels(configuration: configuration, logger: logger), logger: logger, metrics: metrics,
-            observer: options.observer, tracing: tracing)
+            observer: options.observer, tracing: tracing, types: rules)
         let router = try Router(
             configuration: configuration, rules: rules, client: client, producer: producer, logger: logger, metrics: metrics,
             observer: options.observer.map { observer -> Router.Observer in { letter in observer(.deadLettered(letter)) } },

@@ -124,7 +124,11 @@ struct PartitionDispatcherTests {
         #expect(snapshot.lastOffset == 1)
         #expect(harness.commits[.commands] == 2)
         #expect(harness.dispatcher.isIdle)
-        #expect(harness.observations == [.pushCompleted(snapshot, commands: 2, tokens: 2, sample: [tokenA, tokenB])])
+        // No type declared: each command is counted as sent unchecked.
+        #expect(harness.observations == [
+            .uncheckedCommand(match, .untyped), .uncheckedCommand(match, .untyped),
+            .pushCompleted(snapshot, commands: 2, tokens: 2, sample: [tokenA, tokenB]),
+        ])
     }
 
     @Test("offsets are not committed before Kafka acknowledges the snapshot")

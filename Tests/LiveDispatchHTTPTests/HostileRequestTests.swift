@@ -47,7 +47,7 @@ struct HostileRequestTests {
         let server = try InProcessServer()
         try await server.application.test(.router) { client in
             let big = String(repeating: "x", count: 5_000)
-            let start = #"{"attributes_type":"SportsActivityAttributes","attributes":{"home":"Owls"},"alert":{"title":"Kick-off","body":"Now"},"#
+            let start = #"{"attributes_type":"Untyped","attributes":{"home":"Owls"},"alert":{"title":"Kick-off","body":"Now"},"#
             for event in ["start", "update", "end"] {
                 let body = (event == "start" ? start : "{") + #""content_state":{"note":"\#(big)"}}"#
                 try await client.execute(uri: "/v1/activities/m/\(event)", method: .post, headers: Self.ingest, body: ByteBuffer(string: body)) { response in

@@ -146,6 +146,34 @@ extension Components {
                 self.body = body
             }
         }
+        internal struct TypeMismatch: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/TypeMismatch/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/TypeMismatch/content/application\/json`.
+                case json(Components.Schemas._Error)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Schemas._Error {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.TypeMismatch.Body
+            /// Creates a new `TypeMismatch`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            internal init(body: Components.Responses.TypeMismatch.Body) {
+                self.body = body
+            }
+        }
         internal struct TooLarge: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/TooLarge/content`.
             internal enum Body: Sendable, Hashable {

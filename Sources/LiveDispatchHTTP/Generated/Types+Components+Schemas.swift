@@ -290,6 +290,10 @@ extension Components {
             internal var alert: Components.Schemas.Alert?
             /// - Remark: Generated from `#/components/schemas/UpdateRequest/app`.
             internal var app: Components.Schemas.App?
+            /// The activity's type (an `ActivityAttributes` type under `activity_types`), when the activity was not started through LiveDispatch; its content state is checked against it from then on.
+            ///
+            /// - Remark: Generated from `#/components/schemas/UpdateRequest/attributes_type`.
+            internal var attributesType: Swift.String?
             /// Creates a new `UpdateRequest`.
             ///
             /// - Parameters:
@@ -303,6 +307,7 @@ extension Components {
             ///   - notification:
             ///   - alert:
             ///   - app:
+            ///   - attributesType: The activity's type (an `ActivityAttributes` type under `activity_types`), when the activity was not started through LiveDispatch; its content state is checked against it from then on.
             internal init(
                 contentState: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
                 replaceState: Swift.Bool? = nil,
@@ -313,7 +318,8 @@ extension Components {
                 relevanceScore: Swift.Double? = nil,
                 notification: Components.Schemas.Notification? = nil,
                 alert: Components.Schemas.Alert? = nil,
-                app: Components.Schemas.App? = nil
+                app: Components.Schemas.App? = nil,
+                attributesType: Swift.String? = nil
             ) {
                 self.contentState = contentState
                 self.replaceState = replaceState
@@ -325,6 +331,7 @@ extension Components {
                 self.notification = notification
                 self.alert = alert
                 self.app = app
+                self.attributesType = attributesType
             }
             internal enum CodingKeys: String, CodingKey {
                 case contentState = "content_state"
@@ -337,6 +344,7 @@ extension Components {
                 case notification
                 case alert
                 case app
+                case attributesType = "attributes_type"
             }
             internal init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -380,6 +388,10 @@ extension Components {
                     Components.Schemas.App.self,
                     forKey: .app
                 )
+                self.attributesType = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .attributesType
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "content_state",
                     "replace_state",
@@ -390,7 +402,8 @@ extension Components {
                     "relevance_score",
                     "notification",
                     "alert",
-                    "app"
+                    "app",
+                    "attributes_type"
                 ])
             }
         }

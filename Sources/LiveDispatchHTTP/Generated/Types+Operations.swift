@@ -189,6 +189,29 @@ internal enum Operations {
                     }
                 }
             }
+            /// The command does not fit its activity's type (`content-state-mismatch`, `attributes-mismatch`); `problems` points at the first field that does not, and nothing was sent.
+            ///
+            /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/start/post(startActivity)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.TypeMismatch)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.TypeMismatch {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/start/post(startActivity)/responses/429`.
@@ -450,6 +473,29 @@ internal enum Operations {
                     }
                 }
             }
+            /// The command does not fit its activity's type (`content-state-mismatch`, `attributes-mismatch`); `problems` points at the first field that does not, and nothing was sent.
+            ///
+            /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/update/post(updateActivity)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.TypeMismatch)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.TypeMismatch {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/update/post(updateActivity)/responses/429`.
@@ -706,6 +752,29 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The command does not fit its activity's type (`content-state-mismatch`, `attributes-mismatch`); `problems` points at the first field that does not, and nothing was sent.
+            ///
+            /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/end/post(endActivity)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.TypeMismatch)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.TypeMismatch {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
                             response: self
                         )
                     }

@@ -2,6 +2,7 @@ import APNs
 import Foundation
 import Kafka
 import LiveDispatchCore
+import LiveDispatchRules
 import Logging
 import NIOCore
 import NIOPosix
@@ -86,15 +87,20 @@ public final class Dispatcher: Service, Sendable {
     private let writtenEnds = Mutex<[Int32: Int64]>([:])
     let eventLoops: any EventLoopGroup
     let stage: ConsumerStage
+    /// Where the activity types commands are checked against come from:
+    /// the rules in force, followed as they are reloaded.
+    private let types: RuleSetStore?
 
     /// - Parameter clock: the wall clock the machines are given (Unix time).
     public init(
         configuration: WorkerConfiguration, client: KafkaClientConfiguration, producer: KafkaProducer,
         sender: PushSender, channels: BroadcastChannels? = nil, logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil,
-        tracing: WorkerTracing? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        tracing: WorkerTracing? = nil, types: RuleSetStore? = nil,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         clock: @escaping @Sendable () -> UnixTime = { UnixTime(seconds: Date().timeIntervalSince1970) }
     ) throws(KafkaError) {
         self.configuration = configuration
+        self.types = types
         var consumerConfiguration = KafkaConsumerConfiguration(client: client, groupID: configuration.kafka.groupID)
         consumerConfiguration.assignmentStrategy = .cooperativeSticky
         consumerConfiguration.autoCommitInterval = .seconds(1)
@@ -249,7 +255,10 @@ public final class Dispatcher: Service, Sendable {
             }
             metrics.recordConsumed(topic.rawValue)
             guard let runner = runner(record.partition) else { return }
-            if topic == .commands { runner.nextCommandOffset.store(record.offset + 1, ordering: .relaxed) }
+            if topic == .commands {
+                runner.nextCommandOffset.store(record.offset + 1, ordering: .relaxed)
+                if let types { runner.follow(types) }
+            }
             // Only a sampled trace goes into the machine: nothing of another would be recorded.
             let trace = tracing != nil && topic == .commands ? WorkerTracing.context(of: record.headers).flatMap { $0.isSampled ? $0 : nil } : nil
             runner.apply { machine, now in
@@ -372,6 +381,8 @@ public final class Dispatcher: Service, Sendable {
             logger.trace("Activity push completed", metadata: ["activity.id": "\(activity.activityID)", "activity.version": "\(activity.version)", "activity.commands": "\(commands)"])
         case .duplicateCommand(let activity, let commandID):
             logger.debug("Duplicate command acknowledged", metadata: ["activity.id": "\(activity)", "command.id": "\(commandID)"])
+        case .uncheckedCommand(let activity, let checking):
+            logger.debug("Command applied without a type check", metadata: ["activity.id": "\(activity)", "activity.type_check": "\(checking)"])
         case .priorityDowngraded(let activity, let version, let from, let to):
             logger.info("Priority budget spent: push sent at a lower priority", metadata: [
                 "activity.id": "\(activity)", "activity.version": "\(version)", "apns.priority.requested": "\(from)", "apns.priority": "\(to)",

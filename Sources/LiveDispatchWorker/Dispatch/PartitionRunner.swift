@@ -1,6 +1,7 @@
 import APNs
 import Kafka
 import LiveDispatchCore
+import LiveDispatchRules
 import NIOCore
 import Synchronization
 
@@ -57,6 +58,8 @@ final class PartitionRunner: Sendable {
     /// answer has not been applied yet.
     private let unanswered = Atomic<Int>(0)
     private let inbox = Mutex(Inbox())
+    /// The generation of the rules whose activity types the machine has (0: none yet).
+    private let typesGeneration = Atomic<Int>(0)
     private let services: DispatchServices
     /// Records Kafka refused for now, waiting out their backoff.
     private let retries: RetryTimer
@@ -85,6 +88,19 @@ final class PartitionRunner: Sendable {
     func state(of activity: ActivityID) -> ActivityState? {
         guard !isRestoring else { return nil }
         return box.withLock { $0.closed ? nil : $0.machine.state(of: activity) }
+    }
+
+    /// Gives the machine the activity types of the rules in force when
+    /// they are not the ones it has; called before each command.
+    func follow(_ rules: RuleSetStore) {
+        let generation = rules.generation
+        guard typesGeneration.load(ordering: .relaxed) != generation else { return }
+        let types = rules.current.types
+        apply { machine, _ in
+            machine.useTypes(types)
+            return []
+        }
+        typesGeneration.store(generation, ordering: .relaxed)
     }
 
     /// Stops the partition: its timers are cancelled, later inputs and

@@ -75,6 +75,8 @@ public struct WorkerMetrics: Sendable {
             counter("livedispatch_activities_expired_total", [("reason", reason)]).increment()
         case .duplicateCommand:
             counter("livedispatch_commands_duplicate_total").increment()
+        case .uncheckedCommand(_, let checking):
+            counter("livedispatch_commands_unchecked_total", [("why", checking.uncheckedLabel ?? "")]).increment()
         case .priorityDowngraded:
             counter("livedispatch_priority_downgrades_total").increment()
         case .audienceStarted(_, _, let delivered, let alreadyStarted):
