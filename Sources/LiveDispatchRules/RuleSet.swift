@@ -404,7 +404,7 @@ extension CompiledRule {
             staleDate: try resolve(stale, from: time, context, field: "stale_date"),
             dismissalDate: try resolve(dismissal, from: time, context, field: "dismissal_date"),
             relevanceScore: relevance, alert: activityAlert,
-            attributesType: activityType, attributes: attributesJSON, audiences: audienceKeys,
+            attributesType: event == .start ? activityType : nil, attributes: attributesJSON, audiences: audienceKeys,
             app: app, source: CommandSource(topic: record.topic, partition: record.partition, offset: record.offset, rule: name),
             broadcast: broadcast, storagePolicy: storagePolicy)
         do {

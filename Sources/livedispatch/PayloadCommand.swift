@@ -60,7 +60,7 @@ struct PayloadCommand: ParsableCommand {
         } else {
             destination = nil
         }
-        let commandValue = try readJSON(command)
+        let commandValue = try Self.readJSON(command)
         let parsed: ActivityCommand
         do {
             parsed = try ActivityCommand(json: commandValue)
@@ -71,7 +71,7 @@ struct PayloadCommand: ParsableCommand {
         var coalescer = Coalescer()
         var offset: Int64 = 0
         if let state {
-            let snapshot = try readState(state, activityID: parsed.activityID, now: currentTime)
+            let snapshot = try Self.readState(state, activityID: parsed.activityID, now: currentTime)
             coalescer.restore(snapshot)
             offset = (snapshot.lastOffset ?? -1) + 1
         }
@@ -121,7 +121,7 @@ struct PayloadCommand: ParsableCommand {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    private func readJSON(_ path: String) throws(PayloadCommandError) -> JSONValue {
+    static func readJSON(_ path: String) throws(PayloadCommandError) -> JSONValue {
         let bytes: [UInt8]
         do {
             bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
@@ -135,8 +135,8 @@ struct PayloadCommand: ParsableCommand {
         }
     }
 
-    private func readState(_ path: String, activityID: ActivityID, now: UnixTime) throws(PayloadCommandError) -> ActivityState {
-        let value = try readJSON(path)
+    static func readState(_ path: String, activityID: ActivityID, now: UnixTime) throws(PayloadCommandError) -> ActivityState {
+        let value = try Self.readJSON(path)
         guard case .object(let fields) = value else {
             throw PayloadCommandError("\(path): expected a JSON object (a state snapshot or a content-state), got \(value.typeName)")
         }

@@ -29,7 +29,7 @@ struct BroadcastEndToEndTests {
         let worker = try await stack.startWorker(configuration: configuration)
         let device = token(31, salt: 11)
         try await stack.register(device, for: Self.activity)
-        try await stack.produce("livedispatch.commands", key: Self.activity, #"{"activity_id": "\#(Self.activity)", "event": "start", "broadcast": true, "storage_policy": "most-recent", "content_state": {"teamOneScore": 0, "teamTwoScore": 0}, "attributes_type": "SportsActivityAttributes", "attributes": {"teamOneName": "Owls", "teamTwoName": "Hawks"}, "alert": {"title": "Owls v Hawks", "body": "Kick-off"}}"#)
+        try await stack.produce("livedispatch.commands", key: Self.activity, #"{"activity_id": "\#(Self.activity)", "event": "start", "broadcast": true, "storage_policy": "most-recent", "content_state": {"teamOneScore": 0, "teamTwoScore": 0, "period": "first_half"}, "attributes_type": "SportsActivityAttributes", "attributes": {"gameName": "Cup", "teamOneName": "Owls", "teamTwoName": "Hawks"}, "alert": {"title": "Owls v Hawks", "body": "Kick-off"}}"#)
 
         // The channel is created on the simulator and published for backends.
         let published = try await stack.waitWithDiagnostics("the channel on livedispatch.channels", workers: [worker]) {
@@ -60,7 +60,7 @@ struct BroadcastEndToEndTests {
             stack.pushes().first { $0.value["channel"]?.stringValue == channelID }
         }
         #expect(update.event == "update")
-        #expect(update.contentState == ["teamOneScore": 1, "teamTwoScore": 0])
+        #expect(update.contentState == ["teamOneScore": 1, "teamTwoScore": 0, "period": "first_half"])
         #expect(update.headers["apns-channel-id"] == channelID)
         #expect(update.headers["apns-topic"] == nil)
         #expect(update.headers[":path"] == "/4/broadcasts/apps/\(WorkerStack.bundleID)")

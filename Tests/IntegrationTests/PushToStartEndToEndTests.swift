@@ -15,7 +15,7 @@ struct PushToStartEndToEndTests {
     }
 
     func start(score: Int) -> String {
-        #"{"activity_id": "\#(Self.activity)", "event": "start", "audiences": ["\#(Self.audience)"], "content_state": {"teamOneScore": \#(score), "teamTwoScore": 0}, "attributes_type": "SportsActivityAttributes", "attributes": {"teamOneName": "Owls", "teamTwoName": "Hawks"}, "alert": {"title": "Owls v Hawks", "body": "Kick-off"}}"#
+        #"{"activity_id": "\#(Self.activity)", "event": "start", "audiences": ["\#(Self.audience)"], "content_state": {"teamOneScore": \#(score), "teamTwoScore": 0, "period": "first_half"}, "attributes_type": "SportsActivityAttributes", "attributes": {"gameName": "Cup", "teamOneName": "Owls", "teamTwoName": "Hawks"}, "alert": {"title": "Owls v Hawks", "body": "Kick-off"}}"#
     }
 
     func alreadyStarted(_ stack: WorkerStack, port: Int) throws -> Double {
@@ -86,7 +86,7 @@ struct PushToStartEndToEndTests {
             #expect(push.aps["attributes-type"] == "SportsActivityAttributes")
             #expect(push.aps["attributes"]?["teamOneName"] == "Owls")
             #expect(push.aps["alert"]?["title"] == "Owls v Hawks")
-            #expect(push.contentState == ["teamOneScore": 0, "teamTwoScore": 0])
+            #expect(push.contentState == ["teamOneScore": 0, "teamTwoScore": 0, "period": "first_half"])
             #expect(push.headers[":path"] == "/3/device/\(fan)")
             #expect(push.headers["apns-topic"] == "com.example.livedispatch.push-type.liveactivity")
         }
@@ -101,7 +101,7 @@ struct PushToStartEndToEndTests {
         try await stack.produce("livedispatch.commands", key: Self.activity, #"{"activity_id": "\#(Self.activity)", "content_state": {"teamOneScore": 1}}"#)
         _ = try await stack.waitWithDiagnostics("the update on each update token", workers: [worker]) {
             let byToken = stack.pushesByToken()
-            return updateTokens.allSatisfy { (byToken[$0] ?? []).contains { $0.contentState == ["teamOneScore": 1, "teamTwoScore": 0] } } ? true : nil
+            return updateTokens.allSatisfy { (byToken[$0] ?? []).contains { $0.contentState == ["teamOneScore": 1, "teamTwoScore": 0, "period": "first_half"] } } ? true : nil
         }
 
         // The same start again: the update tokens get its state, the fans no second start.
@@ -111,7 +111,7 @@ struct PushToStartEndToEndTests {
         }
         _ = try await stack.waitWithDiagnostics("the repeated start's state on each update token", workers: [worker]) {
             let byToken = stack.pushesByToken()
-            return updateTokens.allSatisfy { byToken[$0]?.last?.contentState == ["teamOneScore": 2, "teamTwoScore": 0] } ? true : nil
+            return updateTokens.allSatisfy { byToken[$0]?.last?.contentState == ["teamOneScore": 2, "teamTwoScore": 0, "period": "first_half"] } ? true : nil
         }
         #expect(try await worker.stop() == 0)
 
