@@ -15,6 +15,12 @@ import Testing
 struct BrazeRouteTests {
     static let ingest = InProcessServer.bearer("ingest-key") + [.contentType: "application/json"]
 
+    static func ingest(idempotencyKey: String) throws -> HTTPFields {
+        var headers = ingest
+        headers[try #require(HTTPField.Name("Idempotency-Key"))] = idempotencyKey
+        return headers
+    }
+
     /// A deployment of one app whose braze_app_id is the app id of Braze's update example.
     func server() throws -> InProcessServer {
         try InProcessServer(
@@ -33,7 +39,7 @@ struct BrazeRouteTests {
     @Test("Braze's update example is answered 201 {\"message\":\"success\"} and produced to commands under its activity id")
     func updateExample() async throws {
         let server = try server()
-        let (status, answer) = try await post(server, "update", BrazeExamples.update, headers: Self.ingest + [HTTPField.Name("Idempotency-Key")!: "halftime-1"])
+        let (status, answer) = try await post(server, "update", BrazeExamples.update, headers: try Self.ingest(idempotencyKey: "halftime-1"))
         #expect(status == .created)
         #expect(answer == ["message": "success"])
         let record = try #require(server.producedRecords.first)
@@ -70,7 +76,7 @@ struct BrazeRouteTests {
         let pointers = answer["errors"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue }
         #expect(pointers == ["/segment_id", "/app_id"])
         #expect(answer["error"] == nil, "Braze's shape: message and errors")
-        let (badKey, keyAnswer) = try await post(server, "update", BrazeExamples.update, headers: Self.ingest + [HTTPField.Name("Idempotency-Key")!: "two words"])
+        let (badKey, keyAnswer) = try await post(server, "update", BrazeExamples.update, headers: try Self.ingest(idempotencyKey: "two words"))
         #expect(badKey == .badRequest)
         #expect(keyAnswer["errors"]?.arrayValue?.first?["pointer"] == "#/parameters/Idempotency-Key")
         #expect(server.producedRecords.isEmpty)
