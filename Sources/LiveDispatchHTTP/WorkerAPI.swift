@@ -45,6 +45,8 @@ struct WorkerAPI: APIProtocol {
     /// The deployment's apps: a request naming another `app` is refused as
     /// the dispatcher would dead-letter it.
     var apps: AppDirectory = .unchecked
+    /// The `app_id` values the Braze-compatible routes accept.
+    var brazeApps = BrazeApps()
     /// The activity's state when this worker owns its partition: a command's
     /// payload size is checked merged into it.
     var currentState: @Sendable (ActivityID) -> ActivityState? = { _ in nil }

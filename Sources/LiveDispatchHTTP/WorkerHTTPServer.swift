@@ -87,7 +87,9 @@ public struct WorkerHTTPServer: Service {
             },
             rules: { [rules = components.rules] in rules.current },
             readTopic: Self.topicReader(client: components.kafka, logger: components.logger, gate: gate),
-            apps: configuration.appDirectory, currentState: { dispatcher.activityState($0) },
+            apps: configuration.appDirectory,
+            brazeApps: BrazeApps(configuration.resolvedApps.map { .init(name: $0.name, bundleID: $0.bundleID, brazeAppID: $0.brazeAppID) }),
+            currentState: { dispatcher.activityState($0) },
             rulesDiff: WorkerAPI.RulesDiffSource(
                 rulesDirectory: configuration.rules.path, maxEventBytes: configuration.limits.maxEventBytes,
                 read: Self.timeReader(client: components.kafka, logger: components.logger, gate: gate)),
@@ -101,14 +103,14 @@ public struct WorkerHTTPServer: Service {
         topics: WorkerAPI.Topics,
         produce: @escaping @Sendable (_ topic: String, _ key: [UInt8], _ value: [UInt8]) async throws -> Void,
         rules: @escaping @Sendable () -> RuleSet,
-        readTopic: @escaping WorkerAPI.ReadTopic, apps: AppDirectory = .unchecked,
+        readTopic: @escaping WorkerAPI.ReadTopic, apps: AppDirectory = .unchecked, brazeApps: BrazeApps = BrazeApps(),
         currentState: @escaping @Sendable (ActivityID) -> ActivityState? = { _ in nil },
         rulesDiff: WorkerAPI.RulesDiffSource? = nil, logger: Logger, tracer: LiveDispatchTracer? = nil, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
         onProbeListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let (host, port, probe) = try Self.addresses(listen: listen, probeListen: probeListen)
         let api = WorkerAPI(
-            topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps,
+            topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps, brazeApps: brazeApps,
             currentState: currentState, rulesDiff: rulesDiff)
         let (router, _) = try Self.router(
             api: api, configuration: configuration, openReads: APIKeyTable.isLoopback(host: host), health: health, exposition: exposition, logger: logger,

@@ -30,6 +30,7 @@ struct RouteAccessTests {
         let expected: [String: RouteAccess] = [
             "POST /v1/activities/{activity_id}/start": .key(.ingest), "POST /v1/activities/{activity_id}/update": .key(.ingest),
             "POST /v1/activities/{activity_id}/end": .key(.ingest), "POST /v1/tokens": .key(.ingest),
+            "POST /messages/live_activity/update": .key(.ingest), "POST /messages/live_activity/start": .key(.ingest),
             "DELETE /v1/tokens/{token}": .key(.ingest), "GET /v1/activities": .key(.read), "GET /v1/activities/{activity_id}": .key(.read),
             "GET /v1/activities/{activity_id}/tokens": .key(.read), "GET /v1/audiences/{audience}": .key(.read), "GET /v1/channels": .key(.read),
             "GET /v1/dead-letters": .key(.read), "POST /v1/rules/diff": .key(.read),

@@ -100,6 +100,19 @@ struct AppsConfigurationTests {
         #expect(configuration.appDirectory == AppDirectory([.init(name: "default", environment: .sandbox)]))
     }
 
+    @Test("braze_app_id gives an app the Braze app id the Braze-compatible routes accept; two apps cannot share one")
+    func brazeAppIDs() throws {
+        let files = try KeyFiles()
+        let configuration = try WorkerConfiguration.parse(yaml: Self.twoApps(files, extra: "    braze_app_id: braze-courier"), file: "apps.yaml")
+        #expect(configuration.apps.map(\.brazeAppID) == ["", "braze-courier"])
+        let single = try WorkerConfiguration.parse(yaml: "apns:\n  endpoint: simulator\n  braze_app_id: braze-one\n", file: "one.yaml")
+        #expect(single.resolvedApps.map(\.brazeAppID) == ["braze-one"])
+        let shared = Self.twoApps(files, extra: "    braze_app_id: same")
+            .replacingOccurrences(of: "    bundle_id: com.example.scores\n", with: "    bundle_id: com.example.scores\n    braze_app_id: same\n")
+        let error = try #require(throws: ConfigurationError.self) { try WorkerConfiguration.parse(yaml: shared, file: "apps.yaml") }
+        #expect(error.description.contains("apps.courier.braze_app_id: is also app scores's; each Braze app id names one app"), "\(error)")
+    }
+
     @Test("problems of apps: name the file, line, column and key")
     func problems() throws {
         let files = try KeyFiles()
@@ -131,7 +144,7 @@ struct AppsConfigurationTests {
         let text = error.description
         #expect(text.contains("apps.yaml:12:7: apps.scores.endpoints.staging: unknown key (known: production, sandbox)"), "\(text)")
         #expect(text.contains("apps.yaml:14:29: apps.scores.budget.priority_10_per_hour: expected a whole number"), "\(text)")
-        #expect(text.contains("apps.yaml:15:5: apps.scores.bundle: unknown key (known: budget, bundle_id, endpoints, environment, key_id, key_path, name, team_id)"), "\(text)")
+        #expect(text.contains("apps.yaml:15:5: apps.scores.bundle: unknown key (known: braze_app_id, budget, bundle_id, endpoints, environment, key_id, key_path, name, team_id)"), "\(text)")
         #expect(text.contains("apps.yaml:16:11: apps.scores: is named twice"), "\(text)")
         #expect(text.contains("apps.yaml:18:11: apps.bad name!: \"bad name!\" is not an app name"), "\(text)")
         #expect(text.contains("apps[3].name: is required"), "\(text)")

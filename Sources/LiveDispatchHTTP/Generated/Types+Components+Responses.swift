@@ -296,5 +296,164 @@ extension Components {
                 self.body = body
             }
         }
+        internal struct BrazeSuccess: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/BrazeSuccess/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/BrazeSuccess/content/application\/json`.
+                case json(Components.Schemas.BrazeAnswer)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Schemas.BrazeAnswer {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.BrazeSuccess.Body
+            /// Creates a new `BrazeSuccess`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            internal init(body: Components.Responses.BrazeSuccess.Body) {
+                self.body = body
+            }
+        }
+        internal struct BrazeBadRequest: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/BrazeBadRequest/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/BrazeBadRequest/content/application\/json`.
+                case json(Components.Schemas.BrazeAnswer)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Schemas.BrazeAnswer {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.BrazeBadRequest.Body
+            /// Creates a new `BrazeBadRequest`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            internal init(body: Components.Responses.BrazeBadRequest.Body) {
+                self.body = body
+            }
+        }
+        internal struct BrazeTooLarge: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/BrazeTooLarge/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/BrazeTooLarge/content/application\/json`.
+                case json(Components.Schemas.BrazeAnswer)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Schemas.BrazeAnswer {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.BrazeTooLarge.Body
+            /// Creates a new `BrazeTooLarge`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            internal init(body: Components.Responses.BrazeTooLarge.Body) {
+                self.body = body
+            }
+        }
+        internal struct BrazeUnprocessable: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/BrazeUnprocessable/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/BrazeUnprocessable/content/application\/json`.
+                case json(Components.Schemas.BrazeAnswer)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Schemas.BrazeAnswer {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.BrazeUnprocessable.Body
+            /// Creates a new `BrazeUnprocessable`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            internal init(body: Components.Responses.BrazeUnprocessable.Body) {
+                self.body = body
+            }
+        }
+        internal struct BrazeUnavailable: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/BrazeUnavailable/headers`.
+            internal struct Headers: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/BrazeUnavailable/headers/Retry-After`.
+                internal var retryAfter: Swift.Int
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - retryAfter:
+                internal init(retryAfter: Swift.Int) {
+                    self.retryAfter = retryAfter
+                }
+            }
+            /// Received HTTP response headers
+            internal var headers: Components.Responses.BrazeUnavailable.Headers
+            /// - Remark: Generated from `#/components/responses/BrazeUnavailable/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/BrazeUnavailable/content/application\/json`.
+                case json(Components.Schemas.BrazeAnswer)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Schemas.BrazeAnswer {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.BrazeUnavailable.Body
+            /// Creates a new `BrazeUnavailable`.
+            ///
+            /// - Parameters:
+            ///   - headers: Received HTTP response headers
+            ///   - body: Received HTTP response body
+            internal init(
+                headers: Components.Responses.BrazeUnavailable.Headers,
+                body: Components.Responses.BrazeUnavailable.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
     }
 }

@@ -1769,5 +1769,53 @@ extension Components {
                 case problems
             }
         }
+        /// Braze's Update Live Activity body: `app_id` and `activity_id`
+        /// (strings, required), `content_state` (object, required),
+        /// `end_activity` (boolean), `dismissal_date` and `stale_date`
+        /// (ISO-8601), `notification` (Braze's `apple_push` object: `alert`
+        /// with `title` and `body` or their `*_loc_key`/`*_loc_args`, `sound`,
+        /// `content-available`, `relevance_score`) and `priority` (10 or 5).
+        /// Every field is read and checked by the route, which names any
+        /// field it refuses.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/BrazeUpdateRequest`.
+        internal typealias BrazeUpdateRequest = OpenAPIRuntime.OpenAPIObjectContainer
+        /// Braze's Start Live Activity body: `app_id`, `activity_id`,
+        /// `activity_attributes_type` (strings, required),
+        /// `activity_attributes` and `content_state` (objects, required),
+        /// `dismissal_date` and `stale_date` (ISO-8601), `notification`
+        /// (required, with `alert.title` and `alert.body`), `priority`, and
+        /// the recipients: `external_user_ids` and/or `user_aliases`
+        /// (together 1 to 50). `segment_id` and `custom_audience` are refused.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/BrazeStartRequest`.
+        internal typealias BrazeStartRequest = OpenAPIRuntime.OpenAPIObjectContainer
+        /// Braze's answer shape; `message` is `success` on success, else what went wrong, with `errors` naming each refused field.
+        ///
+        /// - Remark: Generated from `#/components/schemas/BrazeAnswer`.
+        internal struct BrazeAnswer: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BrazeAnswer/message`.
+            internal var message: Swift.String
+            /// - Remark: Generated from `#/components/schemas/BrazeAnswer/errors`.
+            internal var errors: [Components.Schemas.Problem]?
+            /// Creates a new `BrazeAnswer`.
+            ///
+            /// - Parameters:
+            ///   - message:
+            ///   - errors:
+            internal init(
+                message: Swift.String,
+                errors: [Components.Schemas.Problem]? = nil
+            ) {
+                self.message = message
+                self.errors = errors
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case message
+                case errors
+            }
+        }
     }
 }

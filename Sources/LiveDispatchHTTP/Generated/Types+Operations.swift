@@ -3991,4 +3991,552 @@ internal enum Operations {
             }
         }
     }
+    /// Braze's Update Live Activity, as Braze documents its body
+    ///
+    /// The body of Braze's `POST /messages/live_activity/update`: an update
+    /// command, or an end when `end_activity` is true, for `activity_id`.
+    /// `app_id` names a configured app (its `braze_app_id`, name or bundle
+    /// id). A field LiveDispatch cannot honour, or one Braze does not
+    /// document, is refused with a 400 that names it (docs/http-api.md,
+    /// "Braze-compatible routes"). Answers in Braze's shapes.
+    ///
+    ///
+    /// - Remark: HTTP `POST /messages/live_activity/update`.
+    /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)`.
+    internal enum BrazeUpdateLiveActivity {
+        internal static let id: Swift.String = "brazeUpdateLiveActivity"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/messages/live_activity/update/POST/header`.
+            internal struct Headers: Sendable, Hashable {
+                /// Becomes the command's id: a retried request with the same key makes
+                /// the same command, which the worker applies once. 1 to 200 printable
+                /// ASCII characters. Without it the worker makes a random id.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/messages/live_activity/update/POST/header/Idempotency-Key`.
+                internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.BrazeUpdateLiveActivity.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Becomes the command's id: a retried request with the same key makes
+                ///   - accept:
+                internal init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.BrazeUpdateLiveActivity.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.BrazeUpdateLiveActivity.Input.Headers
+            /// - Remark: Generated from `#/paths/messages/live_activity/update/POST/requestBody`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/messages/live_activity/update/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.BrazeUpdateRequest)
+            }
+            internal var body: Operations.BrazeUpdateLiveActivity.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            internal init(
+                headers: Operations.BrazeUpdateLiveActivity.Input.Headers = .init(),
+                body: Operations.BrazeUpdateLiveActivity.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            /// Kafka acknowledged the command (`{"message":"success"}`).
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Components.Responses.BrazeSuccess)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            internal var created: Components.Responses.BrazeSuccess {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is not valid; `errors` points at each refused field and says why.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BrazeBadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BrazeBadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or one the worker does not know.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key lacks the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            internal var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is over `http.max_body_bytes`, or the push it makes is over APNs' limit.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.BrazeTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            internal var contentTooLarge: Components.Responses.BrazeTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The command does not fit its activity type's declared schema.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.BrazeUnprocessable)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.BrazeUnprocessable {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Kafka did not acknowledge the command; nothing was accepted, retry after `Retry-After` seconds.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.BrazeUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.BrazeUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Braze's Start Live Activity, as Braze documents its body
+    ///
+    /// The body of Braze's `POST /messages/live_activity/start`: a start
+    /// command for `activity_id`, sent to the push-to-start tokens of
+    /// `activity_attributes_type` registered in the audience of each
+    /// `external_user_ids` entry (the id itself) and each `user_aliases`
+    /// entry (`alias:<alias_label>:<alias_name>`). `segment_id` and
+    /// `custom_audience` are refused with a 400 that names them.
+    ///
+    ///
+    /// - Remark: HTTP `POST /messages/live_activity/start`.
+    /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)`.
+    internal enum BrazeStartLiveActivity {
+        internal static let id: Swift.String = "brazeStartLiveActivity"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/messages/live_activity/start/POST/header`.
+            internal struct Headers: Sendable, Hashable {
+                /// Becomes the command's id: a retried request with the same key makes
+                /// the same command, which the worker applies once. 1 to 200 printable
+                /// ASCII characters. Without it the worker makes a random id.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/messages/live_activity/start/POST/header/Idempotency-Key`.
+                internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.BrazeStartLiveActivity.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Becomes the command's id: a retried request with the same key makes
+                ///   - accept:
+                internal init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.BrazeStartLiveActivity.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.BrazeStartLiveActivity.Input.Headers
+            /// - Remark: Generated from `#/paths/messages/live_activity/start/POST/requestBody`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/messages/live_activity/start/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.BrazeStartRequest)
+            }
+            internal var body: Operations.BrazeStartLiveActivity.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            internal init(
+                headers: Operations.BrazeStartLiveActivity.Input.Headers = .init(),
+                body: Operations.BrazeStartLiveActivity.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            /// Kafka acknowledged the command (`{"message":"success"}`).
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)/responses/201`.
+            ///
+            /// HTTP response code: `201 created`.
+            case created(Components.Responses.BrazeSuccess)
+            /// The associated value of the enum case if `self` is `.created`.
+            ///
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            internal var created: Components.Responses.BrazeSuccess {
+                get throws {
+                    switch self {
+                    case let .created(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "created",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is not valid; `errors` points at each refused field and says why.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BrazeBadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BrazeBadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or one the worker does not know.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key lacks the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            internal var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is over `http.max_body_bytes`, or the push it makes is over APNs' limit.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.BrazeTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            internal var contentTooLarge: Components.Responses.BrazeTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The command does not fit its activity type's declared schema.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.BrazeUnprocessable)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.BrazeUnprocessable {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The key's rate limit is spent (`rate-limited`), or the worker is already reading the dead-letters topic for another request (`busy`); try again after `Retry-After` seconds.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.TooManyRequests)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.TooManyRequests {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Kafka did not acknowledge the command; nothing was accepted, retry after `Retry-After` seconds.
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.BrazeUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.BrazeUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
 }

@@ -146,6 +146,32 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/rules/diff`.
     /// - Remark: Generated from `#/paths//v1/rules/diff/post(diffRules)`.
     func diffRules(_ input: Operations.DiffRules.Input) async throws -> Operations.DiffRules.Output
+    /// Braze's Update Live Activity, as Braze documents its body
+    ///
+    /// The body of Braze's `POST /messages/live_activity/update`: an update
+    /// command, or an end when `end_activity` is true, for `activity_id`.
+    /// `app_id` names a configured app (its `braze_app_id`, name or bundle
+    /// id). A field LiveDispatch cannot honour, or one Braze does not
+    /// document, is refused with a 400 that names it (docs/http-api.md,
+    /// "Braze-compatible routes"). Answers in Braze's shapes.
+    ///
+    ///
+    /// - Remark: HTTP `POST /messages/live_activity/update`.
+    /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)`.
+    func brazeUpdateLiveActivity(_ input: Operations.BrazeUpdateLiveActivity.Input) async throws -> Operations.BrazeUpdateLiveActivity.Output
+    /// Braze's Start Live Activity, as Braze documents its body
+    ///
+    /// The body of Braze's `POST /messages/live_activity/start`: a start
+    /// command for `activity_id`, sent to the push-to-start tokens of
+    /// `activity_attributes_type` registered in the audience of each
+    /// `external_user_ids` entry (the id itself) and each `user_aliases`
+    /// entry (`alias:<alias_label>:<alias_name>`). `segment_id` and
+    /// `custom_audience` are refused with a 400 that names them.
+    ///
+    ///
+    /// - Remark: HTTP `POST /messages/live_activity/start`.
+    /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)`.
+    func brazeStartLiveActivity(_ input: Operations.BrazeStartLiveActivity.Input) async throws -> Operations.BrazeStartLiveActivity.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -413,6 +439,48 @@ extension APIProtocol {
         body: Operations.DiffRules.Input.Body
     ) async throws -> Operations.DiffRules.Output {
         try await diffRules(Operations.DiffRules.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Braze's Update Live Activity, as Braze documents its body
+    ///
+    /// The body of Braze's `POST /messages/live_activity/update`: an update
+    /// command, or an end when `end_activity` is true, for `activity_id`.
+    /// `app_id` names a configured app (its `braze_app_id`, name or bundle
+    /// id). A field LiveDispatch cannot honour, or one Braze does not
+    /// document, is refused with a 400 that names it (docs/http-api.md,
+    /// "Braze-compatible routes"). Answers in Braze's shapes.
+    ///
+    ///
+    /// - Remark: HTTP `POST /messages/live_activity/update`.
+    /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)`.
+    internal func brazeUpdateLiveActivity(
+        headers: Operations.BrazeUpdateLiveActivity.Input.Headers = .init(),
+        body: Operations.BrazeUpdateLiveActivity.Input.Body
+    ) async throws -> Operations.BrazeUpdateLiveActivity.Output {
+        try await brazeUpdateLiveActivity(Operations.BrazeUpdateLiveActivity.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Braze's Start Live Activity, as Braze documents its body
+    ///
+    /// The body of Braze's `POST /messages/live_activity/start`: a start
+    /// command for `activity_id`, sent to the push-to-start tokens of
+    /// `activity_attributes_type` registered in the audience of each
+    /// `external_user_ids` entry (the id itself) and each `user_aliases`
+    /// entry (`alias:<alias_label>:<alias_name>`). `segment_id` and
+    /// `custom_audience` are refused with a 400 that names them.
+    ///
+    ///
+    /// - Remark: HTTP `POST /messages/live_activity/start`.
+    /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)`.
+    internal func brazeStartLiveActivity(
+        headers: Operations.BrazeStartLiveActivity.Input.Headers = .init(),
+        body: Operations.BrazeStartLiveActivity.Input.Body
+    ) async throws -> Operations.BrazeStartLiveActivity.Output {
+        try await brazeStartLiveActivity(Operations.BrazeStartLiveActivity.Input(
             headers: headers,
             body: body
         ))

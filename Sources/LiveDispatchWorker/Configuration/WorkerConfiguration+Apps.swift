@@ -29,6 +29,7 @@ extension ConfigurationLoader {
         ("endpoints.production", .string, { if case .string(let v) = $1 { $0.productionEndpoint = v } }),
         ("endpoints.sandbox", .string, { if case .string(let v) = $1 { $0.sandboxEndpoint = v } }),
         ("budget.priority_10_per_hour", .integer(0...100_000), { if case .integer(let v) = $1 { $0.priority10PerHour = v } }),
+        ("braze_app_id", .string, { if case .string(let v) = $1 { $0.brazeAppID = v } }),
     ]
 
     /// Reads the `apps:` section.
@@ -152,7 +153,7 @@ extension ConfigurationLoader {
 
     /// The `apns:` keys that describe the single app; with `apps:` they
     /// belong on each app.
-    static let singleAppKeys = ["apns.bundle_id", "apns.team_id", "apns.key_id", "apns.key_path", "apns.environment"]
+    static let singleAppKeys = ["apns.bundle_id", "apns.team_id", "apns.key_id", "apns.key_path", "apns.environment", "apns.braze_app_id"]
 
     /// Rules of `apps:`: no single-app `apns:` keys beside it, a bundle id
     /// and a usable key per app, and per-app endpoints only where there is
@@ -164,8 +165,17 @@ extension ConfigurationLoader {
                 problems.append(.init(location: position, key: key, message: "describes the single app; with apps: set it on each app"))
             }
         }
+        var brazeAppIDs: [String: String] = [:]
         for app in configuration.apps {
             let prefix = "apps.\(app.name)."
+            if !app.brazeAppID.isEmpty {
+                if let other = brazeAppIDs[app.brazeAppID] {
+                    problems.append(.init(
+                        location: position(prefix + "braze_app_id"), key: prefix + "braze_app_id",
+                        message: "is also app \(other)'s; each Braze app id names one app"))
+                }
+                brazeAppIDs[app.brazeAppID] = app.name
+            }
             if app.bundleID.isEmpty {
                 problems.append(.init(location: position(prefix + "bundle_id", "apps.\(app.name)"), key: prefix + "bundle_id", message: "is required"))
             }

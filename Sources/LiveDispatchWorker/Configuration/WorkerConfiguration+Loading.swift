@@ -164,6 +164,7 @@ struct ConfigurationKey: Sendable {
         .string("apns.team_id", \.apns.teamID),
         .string("apns.key_id", \.apns.keyID),
         .string("apns.key_path", \.apns.keyPath),
+        .string("apns.braze_app_id", \.apns.brazeAppID),
         .integer("apns.connections", 1...64, \.apns.connections),
         .duration("apns.request_timeout", \.apns.requestTimeout),
         .list("apns.trust_roots", \.apns.trustRoots),

@@ -39,6 +39,9 @@ public struct WorkerConfiguration: Sendable, Hashable {
         public var keyID = ""
         /// Path of the `.p8` signing key (PKCS#8 PEM).
         public var keyPath = ""
+        /// The app's Braze app API identifier, which the Braze-compatible
+        /// routes accept in `app_id` besides the app's name and bundle id.
+        public var brazeAppID = ""
         /// Connections per (host, key, bundle id): one pool each.
         public var connections = 2
         /// Deadline of one request.
@@ -68,6 +71,10 @@ public struct WorkerConfiguration: Sendable, Hashable {
         /// `budget.priority_10_per_hour` of this app's activities; nil for
         /// the global one, 0 turns it off.
         public var priority10PerHour: Int?
+        /// The app's Braze app API identifier, which the Braze-compatible
+        /// routes accept in `app_id` besides the app's name and bundle id;
+        /// empty for none.
+        public var brazeAppID = ""
 
         public init(name: String, bundleID: String) {
             self.name = name
@@ -212,6 +219,7 @@ public struct WorkerConfiguration: Sendable, Hashable {
         app.keyID = apns.keyID
         app.keyPath = apns.keyPath
         app.environment = apns.environment
+        app.brazeAppID = apns.brazeAppID
         return [app]
     }
 
