@@ -34,6 +34,15 @@ struct TypedActivitiesEndToEndTests {
         #expect(answer["error"] == "content-state-mismatch")
         #expect(try IngestAPITests.problems(refused) == ["/content_state/teamOneScroe"])
 
+        // A Braze-shaped update is checked the same way, and refused in Braze's shape.
+        let braze = try httpRequest("POST", port: port, "/messages/live_activity/update", headers: IngestAPITests.bearer, body: #"""
+            {"app_id": "\#(WorkerStack.bundleID)", "activity_id": "\#(Self.activity)", "content_state": {"teamTwoScroe": 1}, "end_activity": false}
+            """#)
+        #expect(braze.status == 422, "\(braze)")
+        let brazeAnswer = try JSONValue.parse(braze.body)
+        #expect(brazeAnswer["errors"]?.arrayValue?.first?["pointer"] == "/content_state/teamTwoScroe", "\(braze.body)")
+        #expect(brazeAnswer["message"]?.stringValue?.contains("SportsActivityAttributes") == true, "\(braze.body)")
+
         // From the topic: dead-lettered with the path and the type.
         try await stack.produce("livedispatch.commands", key: Self.activity, #"{"activity_id": "\#(Self.activity)", "content_state": {"teamTwoScore": "one"}}"#)
         let letter = try await stack.waitWithDiagnostics("the dead letter of the mistyped command", workers: [worker]) {
