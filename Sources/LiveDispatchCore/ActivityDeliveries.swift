@@ -39,6 +39,10 @@ struct ActivityDeliveries: Sendable {
         /// The traced commands of every flush it completes, the newest last.
         var traces: [CommandTrace]
         var history: [PushSummary]
+        /// The newest push's summary (the last of `history`).
+        var summary: PushSummary
+        /// The ids of the commands its pushes merged.
+        var commandIDs: [String]
         var tokens: Int
         var sample: [DeviceToken]
     }
@@ -311,6 +315,7 @@ struct ActivityDeliveries: Sendable {
         let through = delivery.fanOut.completedThrough
         var offsets: [Int64] = []
         var traces: [CommandTrace] = []
+        var commandIDs: [String] = []
         var newest: Coalescer.Flush?
         while let first = delivery.flushes.first,
               first.push.version <= through || delivery.skipped.contains(first.push.version)
@@ -318,6 +323,7 @@ struct ActivityDeliveries: Sendable {
             delivery.skipped.remove(first.push.version)
             delivery.flushes.removeFirst()
             offsets += first.offsets
+            commandIDs = Coalescer.Flush.appending(first.commandIDs, to: commandIDs)
             if !first.traces.isEmpty { traces = CommandTrace.appending(first.traces, to: traces) }
             newest = first
         }
@@ -333,7 +339,7 @@ struct ActivityDeliveries: Sendable {
         let history = Array(((pushHistory[activity] ?? []) + [summary]).suffix(PushSummary.historyLimit))
         pushHistory[activity] = history
         return Completion(
-            newest: newest, offsets: offsets, traces: traces, history: history, tokens: delivery.deviceTokenCount,
+            newest: newest, offsets: offsets, traces: traces, history: history, summary: summary, commandIDs: commandIDs, tokens: delivery.deviceTokenCount,
             sample: registrations[activity].map { Array($0.tokens.prefix(4)).sorted() } ?? [])
     }
 

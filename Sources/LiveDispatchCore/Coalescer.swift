@@ -86,12 +86,24 @@ public struct Coalescer: Sendable {
         /// The traced commands it merged, the newest last; empty when none
         /// was traced.
         public var traces: [CommandTrace]
+        /// The ids of the commands it merged that have one, oldest first, at
+        /// most ``maxCommandIDs`` (the newest kept).
+        public var commandIDs: [String] = []
         /// When the coalescer flushed it.
         public var flushedAt: UnixTime
         /// The push's payload for a device when the coalescer already wrote
         /// it (the size check of the last command merged), so the push is
         /// not written again; nil once `push` is changed.
         public private(set) var payload: [UInt8]?
+
+        /// Most command ids a flush (and the outcome of its push) names.
+        public static let maxCommandIDs = 100
+
+        /// `newer` after `older`, the newest ``maxCommandIDs`` kept.
+        public static func appending(_ newer: [String], to older: [String]) -> [String] {
+            let all = older + newer
+            return all.count > maxCommandIDs ? Array(all.suffix(maxCommandIDs)) : all
+        }
 
         public init(
             push: LiveActivityPush, snapshot: ActivityState, offsets: [Int64], payload: [UInt8]? = nil, traces: [CommandTrace] = [],
@@ -162,6 +174,7 @@ public struct Coalescer: Sendable {
         var priority: PushPriority?
         var offsets: [Int64]
         var traces: [CommandTrace] = []
+        var commandIDs: [String] = []
         /// The payload the flush of what is held will carry, written by the
         /// size check of the last command merged.
         var payload: [UInt8]?
@@ -243,6 +256,7 @@ public struct Coalescer: Sendable {
         if let alert = command.alert { held.alert = alert }
         if let priority = command.priority { held.priority = max(held.priority ?? priority, priority) }
         held.offsets.append(offset)
+        if let commandID = command.id { held.commandIDs = Flush.appending([commandID], to: held.commandIDs) }
         if let trace = command.trace {
             held.traces = CommandTrace.appending([CommandTrace(context: trace, offset: offset, heldSince: now)], to: held.traces)
         }
@@ -405,6 +419,7 @@ public struct Coalescer: Sendable {
             inputPushChannel: event == .start ? command?.inputPushChannel : nil,
             downgradedFrom: priority == requested ? nil : requested)
         var flush = Flush(push: push, snapshot: state, offsets: held.offsets, payload: held.payload)
+        flush.commandIDs = held.commandIDs
         flush.flushedAt = now
         if !held.traces.isEmpty { flush.trace(held.traces) }
         return flush

@@ -125,7 +125,10 @@ extension PartitionDispatcher {
                     .state, key: activity.rawValue, value: snapshot, then: .snapshot(activity, offsets: completion.offsets),
                     trace: completion.traces.isEmpty ? nil : completion.newest.push.traceContext),
                 .observe(.pushCompleted(
-                    completion.newest.snapshot, commands: completion.offsets.count, tokens: completion.tokens, sample: completion.sample)),
+                    completion.newest.snapshot, commands: completion.offsets.count, tokens: completion.tokens, sample: completion.sample,
+                    outcome: PushOutcome(
+                        activityID: activity, app: completion.newest.snapshot.app, summary: completion.summary,
+                        tokens: completion.tokens, commandIDs: completion.commandIDs))),
             ]
             if !completion.traces.isEmpty {
                 let push = completion.newest.push

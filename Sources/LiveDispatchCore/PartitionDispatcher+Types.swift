@@ -121,7 +121,7 @@ extension PartitionDispatcher {
         /// A push reached every token (or they were pruned or dead-lettered):
         /// the state now on the devices, how many commands it merged, how
         /// many tokens the activity has and the first few of them.
-        case pushCompleted(ActivityState, commands: Int, tokens: Int, sample: [DeviceToken])
+        case pushCompleted(ActivityState, commands: Int, tokens: Int, sample: [DeviceToken], outcome: PushOutcome)
         /// The same completed push, when it merged a traced command: what
         /// its spans are made of.
         case pushTraced(PushTrace)

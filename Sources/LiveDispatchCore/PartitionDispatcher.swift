@@ -117,7 +117,7 @@ public struct PartitionDispatcher: Sendable {
             case .commands: actions += command(record, now: now)
             case .tokens: actions += tokenRecord(record, now: now)
             case .starts: actions += audienceStartRecord(record, now: now)
-            case .state, .tokenStore, .deadLetters, .channels: break
+            case .state, .tokenStore, .deadLetters, .channels, .outcomes: break
             }
         }
         return actions

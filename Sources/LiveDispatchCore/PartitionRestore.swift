@@ -109,6 +109,7 @@ extension Coalescer.Flush {
     static func merged(_ older: Self, _ newer: Self) -> Self {
         var flush = newer
         flush.offsets = older.offsets + newer.offsets
+        flush.commandIDs = Self.appending(newer.commandIDs, to: older.commandIDs)
         if older.push.event == .start, newer.push.event == .update {
             flush.push = newer.push.asStart
             flush.push.inputPushToken = older.push.inputPushToken

@@ -21,7 +21,7 @@ public final class ConsolePrinter: Sendable {
 
     func observe(_ observation: PartitionDispatcher.Observation) {
         switch observation {
-        case .pushCompleted(let state, let commands, let tokenCount, let sample):
+        case .pushCompleted(let state, let commands, let tokenCount, let sample, _):
             let merged = commands == 1 ? "1 command" : "\(commands) commands coalesced"
             var reached = tokenCount == 1 ? "1 token" : "\(tokenCount) tokens"
             if !sample.isEmpty {

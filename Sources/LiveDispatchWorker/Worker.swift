@@ -4,6 +4,7 @@ import Kafka
 import LiveDispatchCore
 import LiveDispatchRules
 import Logging
+import Synchronization
 import NIOSSL
 import ServiceLifecycle
 
@@ -134,8 +135,10 @@ public final class Worker: Sendable {
         let client = KafkaClientConfiguration(
             bootstrapServers: bootstrap.split(separator: ",").map(String.init), clientID: "livedispatch",
             properties: properties)
+        let outcomesTopic = OutcomesTopicPresence()
         try await reachKafka(configuration: configuration, waitingHTTP: waitingHTTP, logger: logger) { [rules = rules.current, embeddedCluster] in
-            try await prepareTopics(configuration, rules: rules, client: client, embedded: embeddedCluster, logger: logger)
+            let present = try await prepareTopics(configuration, rules: rules, client: client, embedded: embeddedCluster, logger: logger)
+            outcomesTopic.present.store(present, ordering: .releasing)
         }
 
         // APNs: an in-process simulator, a simulator elsewhere, or Apple.
@@ -158,7 +161,7 @@ public final class Worker: Sendable {
         // Without this the first command of a run waited about a second in
         // librdkafka for the leader of `commands`: the p99 of a short run.
         do {
-            try await producer.prepare(topics: InternalTopic.allCases.map(configuration.topic))
+            try await producer.prepare(topics: InternalTopic.required.map(configuration.topic))
         } catch {
             logger.warning("The producer could not look up its topics yet; the first records will wait for it", metadata: ["error": "\(error)"])
         }
@@ -174,7 +177,7 @@ public final class Worker: Sendable {
         let dispatcher = try Dispatcher(
             configuration: configuration, client: client, producer: producer, sender: sender,
             channels: BroadcastChannels(configuration: configuration, logger: logger), logger: logger, metrics: metrics,
-            observer: options.observer, tracing: tracing, types: rules)
+            observer: options.observer, tracing: tracing, types: rules, publishesOutcomes: outcomesTopic.present.load(ordering: .acquiring))
         let router = try Router(
             configuration: configuration, rules: rules, client: client, producer: producer, logger: logger, metrics: metrics,
             observer: options.observer.map { observer -> Router.Observer in { letter in observer(.deadLettered(letter)) } },
@@ -247,7 +250,7 @@ public final class Worker: Sendable {
     static func prepareTopics(
         _ configuration: WorkerConfiguration, rules: RuleSet, client: KafkaClientConfiguration, embedded: EmbeddedKafkaCluster?,
         logger: Logger
-    ) async throws {
+    ) async throws -> Bool {
         let admin = try KafkaAdmin(configuration: client, logger: logger)
         if configuration.kafka.createTopics || embedded != nil {
             var specifications = InternalTopic.allCases.map { topic in
@@ -270,23 +273,31 @@ public final class Worker: Sendable {
                 if !created.isEmpty { logger.notice("Created topics", metadata: ["kafka.topics": "\(created.sorted())"]) }
             }
         }
-        try await checkPartitions(configuration, admin: admin)
+        return try await checkPartitions(
+            configuration, admin: admin, created: configuration.kafka.createTopics || embedded != nil, logger: logger)
     }
 
     /// Refuses to start unless `commands`, `tokens`, `state`,
     /// `token-store` and `starts` exist with one partition count.
-    static func checkPartitions(_ configuration: WorkerConfiguration, admin: KafkaAdmin) async throws {
+    /// Returns whether the `outcomes` topic exists (a worker without it
+    /// runs, and says so).
+    @discardableResult
+    static func checkPartitions(
+        _ configuration: WorkerConfiguration, admin: KafkaAdmin, created: Bool = false, logger: Logger
+    ) async throws -> Bool {
         var counts: [String: Int] = [:]
         var attempt = 0
+        // Topics just created are waited for; `outcomes` only then.
+        let awaited = created ? InternalTopic.allCases : InternalTopic.required
         while true {
             counts = try await admin.partitionCounts()
-            let names = InternalTopic.allCases.map { configuration.topic($0) }
+            let names = awaited.map { configuration.topic($0) }
             if names.allSatisfy({ counts[$0] != nil }) || attempt >= 20 { break }
             attempt += 1
             try await Task.sleep(for: .milliseconds(250))  // metadata of just-created topics can lag
         }
         let coPartitioned = InternalTopic.coPartitioned.map { configuration.topic($0) }
-        let missing = InternalTopic.allCases.map { configuration.topic($0) }.filter { counts[$0] == nil }
+        let missing = InternalTopic.required.map { configuration.topic($0) }.filter { counts[$0] == nil }
         if !missing.isEmpty {
             throw WorkerStartError(
                 "topics \(missing.joined(separator: ", ")) do not exist; create them (commands, tokens, state, token-store and starts with the same partition count; state and token-store compacted) or set kafka.create_topics: true")
@@ -297,6 +308,14 @@ public final class Worker: Sendable {
             throw WorkerStartError(
                 "the co-partitioned topics must have the same number of partitions, but \(listing); recreate them with one count so every activity's commands, tokens and state, and every audience's tokens and starts, meet in one partition")
         }
+        let outcomes = configuration.topic(.outcomes)
+        guard counts[outcomes] != nil else {
+            logger.warning(
+                "The outcomes topic does not exist: what becomes of pushes is not published; create it or set kafka.create_topics: true",
+                metadata: ["kafka.topic": "\(outcomes)"])
+            return false
+        }
+        return true
     }
 
     // MARK: APNs
@@ -383,4 +402,9 @@ struct APNsPools {
         pools[key] = pool
         return pool
     }
+}
+
+/// Whether the `outcomes` topic was found when Kafka was reached.
+private final class OutcomesTopicPresence: Sendable {
+    let present = Atomic(false)
 }

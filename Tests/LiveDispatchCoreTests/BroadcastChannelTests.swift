@@ -64,7 +64,7 @@ struct BroadcastChannelTests {
         #expect(ActivityChannel.inSnapshot(try JSONValue.parse(snapshot))?.id == channelID)
         #expect(harness.commits[.commands] == 3)
         #expect(harness.dispatcher.isIdle)
-        let completed = harness.observations.compactMap { if case .pushCompleted(_, _, let tokens, _) = $0 { tokens } else { nil } }
+        let completed = harness.observations.compactMap { if case .pushCompleted(_, _, let tokens, _, _) = $0 { tokens } else { nil } }
         #expect(completed == [1], "the channel is not counted as a token")
     }
 

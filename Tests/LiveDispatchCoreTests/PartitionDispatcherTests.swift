@@ -108,9 +108,9 @@ struct PartitionDispatcherTests {
     func commandToPushes() throws {
         var harness = DispatcherHarness()
         harness.restore(tokens: [registered(tokenA), registered(tokenB, environment: .sandbox)])
-        harness.command(0, #"{"activity_id": "match-42", "content_state": {"teamOneScore": 1, "teamTwoScore": 0}}"#)
+        harness.command(0, #"{"id": "c-1", "activity_id": "match-42", "content_state": {"teamOneScore": 1, "teamTwoScore": 0}}"#)
         #expect(harness.sent.isEmpty, "held for the coalescing window")
-        harness.command(1, #"{"activity_id": "match-42", "content_state": {"teamOneScore": 2}}"#)
+        harness.command(1, #"{"id": "c-2", "activity_id": "match-42", "content_state": {"teamOneScore": 2}}"#)
         harness.advance(by: 0.3)
         #expect(harness.sent.map(\.token) .sorted() == [tokenA, tokenB])
         #expect(harness.sent.first { $0.token == tokenB }?.environment == .sandbox)
@@ -124,10 +124,19 @@ struct PartitionDispatcherTests {
         #expect(snapshot.lastOffset == 1)
         #expect(harness.commits[.commands] == 2)
         #expect(harness.dispatcher.isIdle)
-        // No type declared: each command is counted as sent unchecked.
+        // No type declared: each command is counted as sent unchecked. The
+        // outcome names the commands the push carried and how its sends ended.
+        let outcome = PushOutcome(
+            activityID: match, app: nil,
+            summary: PushSummary(version: 1, event: .update, completedAt: harness.now, commands: 2, delivered: 2),
+            tokens: 2, commandIDs: ["c-1", "c-2"])
         #expect(harness.observations == [
             .uncheckedCommand(match, .untyped), .uncheckedCommand(match, .untyped),
-            .pushCompleted(snapshot, commands: 2, tokens: 2, sample: [tokenA, tokenB]),
+            .pushCompleted(snapshot, commands: 2, tokens: 2, sample: [tokenA, tokenB], outcome: outcome),
+        ])
+        #expect(Outcome.of(harness.observations[2], now: harness.now)?.json == [
+            "id": "push:match-42:1", "kind": "push", "activity_id": "match-42", "version": 1, "event": "update",
+            "at": .double(harness.now.seconds), "delivered": 2, "failed": [:], "tokens": 2, "commands": 2, "command_ids": ["c-1", "c-2"],
         ])
     }
 

@@ -87,6 +87,8 @@ public final class Dispatcher: Service, Sendable {
     private let writtenEnds = Mutex<[Int32: Int64]>([:])
     let eventLoops: any EventLoopGroup
     let stage: ConsumerStage
+    /// Where outcomes go: the `outcomes` topic, and the webhook.
+    private let outcomes: OutcomePublisher
     /// Where the activity types commands are checked against come from:
     /// the rules in force, followed as they are reloaded.
     private let types: RuleSetStore?
@@ -96,11 +98,14 @@ public final class Dispatcher: Service, Sendable {
         configuration: WorkerConfiguration, client: KafkaClientConfiguration, producer: KafkaProducer,
         sender: PushSender, channels: BroadcastChannels? = nil, logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil,
         tracing: WorkerTracing? = nil, types: RuleSetStore? = nil,
+        publishesOutcomes: Bool = true, webhook: (@Sendable (_ id: String, _ body: [UInt8]) -> Void)? = nil,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         clock: @escaping @Sendable () -> UnixTime = { UnixTime(seconds: Date().timeIntervalSince1970) }
     ) throws(KafkaError) {
         self.configuration = configuration
         self.types = types
+        self.outcomes = OutcomePublisher(
+            producer: producer, topic: publishesOutcomes ? configuration.topic(.outcomes) : nil, metrics: metrics, webhook: webhook)
         var consumerConfiguration = KafkaConsumerConfiguration(client: client, groupID: configuration.kafka.groupID)
         consumerConfiguration.assignmentStrategy = .cooperativeSticky
         consumerConfiguration.autoCommitInterval = .seconds(1)
@@ -268,7 +273,7 @@ public final class Dispatcher: Service, Sendable {
                 return switch topic {
                 case .commands: machine.command(input, now: now)
                 case .starts: machine.audienceStartRecord(input, now: now)
-                case .tokens, .state, .tokenStore, .deadLetters, .channels: machine.tokenRecord(input, now: now)
+                case .tokens, .state, .tokenStore, .deadLetters, .channels, .outcomes: machine.tokenRecord(input, now: now)
                 }
             }
         }
@@ -372,12 +377,13 @@ public final class Dispatcher: Service, Sendable {
     private func observe(_ observation: PartitionDispatcher.Observation) {
         metrics.observe(observation)
         observer?(observation)
+        outcomes.publish(observation, now: clock())
         switch observation {
         case .tokenRemoved(let activity, let token, let reason):
             logger.info("Token removed", metadata: ["activity.id": "\(activity)", "apns.token": "\(token.hex)", "apns.reason": "\(reason)"])
         case .deadLettered(let letter):
             logger.info("Dead-lettered", metadata: ["dead_letter.reason": "\(letter.reason)", "activity.id": "\(letter.activityID?.rawValue ?? "")"])
-        case .pushCompleted(let activity, let commands, _, _):
+        case .pushCompleted(let activity, let commands, _, _, _):
             logger.trace("Activity push completed", metadata: ["activity.id": "\(activity.activityID)", "activity.version": "\(activity.version)", "activity.commands": "\(commands)"])
         case .duplicateCommand(let activity, let commandID):
             logger.debug("Duplicate command acknowledged", metadata: ["activity.id": "\(activity)", "command.id": "\(commandID)"])

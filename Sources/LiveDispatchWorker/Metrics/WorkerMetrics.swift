@@ -63,7 +63,7 @@ public struct WorkerMetrics: Sendable {
 
     func observe(_ observation: PartitionDispatcher.Observation) {
         switch observation {
-        case .pushCompleted(_, let commands, _, _):
+        case .pushCompleted(_, let commands, _, _, _):
             counter("livedispatch_activity_pushes_completed_total").increment()
             counter("livedispatch_commands_dispatched_total").increment(by: commands)
             Recorder(label: "livedispatch_commands_per_push", dimensions: [], aggregate: true, factory: factory).record(commands)
@@ -96,6 +96,16 @@ public struct WorkerMetrics: Sendable {
     }
 
     /// A record Kafka refused for good and that was given up.
+    /// An outcome Kafka acknowledged on the `outcomes` topic.
+    func outcomePublished(_ kind: String) {
+        counter("livedispatch_outcomes_total", [("kind", kind)]).increment()
+    }
+
+    /// An outcome that did not reach the `outcomes` topic.
+    func outcomeDropped(_ reason: String) {
+        counter("livedispatch_outcomes_dropped_total", [("reason", reason)]).increment()
+    }
+
     func writeDropped(topic: String) {
         counter("livedispatch_kafka_writes_dropped_total", [("topic", topic)]).increment()
     }

@@ -37,7 +37,7 @@ final class WorkerStack: Sendable {
         self.logger = logger
         let topics = ["livedispatch.commands:\(partitions)", "livedispatch.tokens:\(tokensPartitions ?? partitions)",
                       "livedispatch.state:\(partitions)", "livedispatch.token-store:\(partitions)",
-                      "livedispatch.dead-letters:\(partitions)", "livedispatch.starts:\(partitions)", "livedispatch.channels:\(partitions)", "sports.scores:\(partitions)", "delivery.orders:\(partitions)"]
+                      "livedispatch.dead-letters:\(partitions)", "livedispatch.starts:\(partitions)", "livedispatch.channels:\(partitions)", "livedispatch.outcomes:\(partitions)", "sports.scores:\(partitions)", "delivery.orders:\(partitions)"]
         kafka = try BackgroundProcess(["kafka", "embedded", "--brokers", "1"] + topics.flatMap { ["--topic", $0] })
         let bootstrapLine = try await kafka.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("bootstrap: ") }
         bootstrap = String(bootstrapLine.dropFirst("bootstrap: ".count))
