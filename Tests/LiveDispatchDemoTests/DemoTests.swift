@@ -30,7 +30,7 @@ struct DemoTests {
         "bad scenario lines are refused with file:line",
         arguments: [
             (#"{"after": "soon", "topic": "t", "value": {}}"#, "x.jsonl:3: 'after' must be a duration such as 0.5s or 250ms"),
-            (#"{"after": "1s", "stream": "nope", "value": {}}"#, "x.jsonl:3: 'stream' must be one of commands, tokens, state, token-store, dead-letters, starts, channels"),
+            (#"{"after": "1s", "stream": "nope", "value": {}}"#, "x.jsonl:3: 'stream' must be one of commands, tokens, state, token-store, dead-letters, starts, channels, outcomes"),
             (#"{"after": "1s", "topic": "t", "stream": "tokens", "value": {}}"#, "x.jsonl:3: give exactly one of 'topic' (a domain topic) or 'stream' (an internal topic)"),
             (#"{"after": "1s", "topic": "t"}"#, "x.jsonl:3: 'value' is required"),
             (#"{"after": "1s", "topic": "t", "value": {}, "delay": 1}"#, "x.jsonl:3: unknown field 'delay' (known: after, key, stream, topic, value)"),
