@@ -107,7 +107,7 @@ public struct HTTP1Client: Sendable {
 
     /// POSTs `body` with `headers` (beside `Host`, `Content-Length` and
     /// `Connection: close`), and completes with the answer once it ended.
-    public func post(_ body: [UInt8], headers: [(String, String)]) -> EventLoopFuture<Response> {
+    public func send(_ body: [UInt8], headers: [(String, String)]) -> EventLoopFuture<Response> {
         let eventLoop = group.next()
         let promise = eventLoop.makePromise(of: Response.self)
         let endpoint = endpoint
@@ -155,7 +155,7 @@ public struct HTTP1Client: Sendable {
 
     /// POSTs `body` and returns the answer; throws ``RequestError`` when none came.
     public func post(_ body: [UInt8], headers: [(String, String)]) async throws -> Response {
-        try await post(body, headers: headers).get()
+        try await send(body, headers: headers).get()
     }
 }
 

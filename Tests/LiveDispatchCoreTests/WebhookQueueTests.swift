@@ -23,7 +23,7 @@ struct WebhookQueueTests {
         var queue = Self.queue(concurrency: 2)
         let first = queue.enqueue(id: "a", body: [1], now: Self.t0)
         #expect(first == [.send(.init(0), id: "a", body: [1], attempt: 1)])
-        #expect(Self.sends(queue.enqueue(id: "b", body: [2], now: Self.t0)).map(\.1) == ["b"])
+        #expect(Self.sends(queue.enqueue(id: "b", body: [2], now: Self.t0)).map { $0.1 } == ["b"])
         #expect(queue.enqueue(id: "c", body: [3], now: Self.t0).isEmpty)
         #expect(queue.inFlight == 2 && queue.count == 3)
         let answered = queue.answered(.init(0), result: .answered(status: 204, retryAfter: nil), now: Self.t0 + 1, draw: 0)
@@ -84,7 +84,7 @@ struct WebhookQueueTests {
         var queue = Self.queue(maxAttempts: 2)
         _ = queue.enqueue(id: "a", body: [], now: Self.t0)
         _ = queue.answered(.init(0), result: .failed, now: Self.t0, draw: 0)
-        #expect(Self.sends(queue.timerFired(now: Self.t0)).map(\.2) == [2])
+        #expect(Self.sends(queue.timerFired(now: Self.t0)).map { $0.2 } == [2])
         #expect(queue.answered(.init(0), result: .timedOut, now: Self.t0 + 1, draw: 0) == [.dropped(id: "a", reason: .attemptsExhausted)])
         #expect(queue.count == 0)
     }

@@ -83,7 +83,7 @@ struct WebhookSenderTests {
         let requests = try receiver.requests()
         #expect(requests.count == 40)
         #expect(Set(requests.map(\.id)) == Set((0..<40).map { Self.outcome($0).id }))
-        #expect(requests.allSatisfy(\.signature_valid))
+        #expect(requests.allSatisfy { $0.signature_valid })
         #expect(requests.allSatisfy { $0.content_type == "application/json" })
         for request in requests {
             let index = try #require(Int(request.id.dropFirst("outcome-".count)))
@@ -161,7 +161,7 @@ struct WebhookSenderTests {
             return requests.count >= 12 ? requests : nil
         }
         #expect(requests.count == 12)
-        #expect(requests.allSatisfy(\.signature_valid))
+        #expect(requests.allSatisfy { $0.signature_valid })
         // Still not slowed once its queue has room again.
         let started = clock.now
         sender.deliver(id: "late", body: Array("{}".utf8))

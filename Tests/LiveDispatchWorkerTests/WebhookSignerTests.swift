@@ -1,4 +1,3 @@
-import LiveDispatchWorker
 import NIOHTTP1
 import Testing
 

@@ -70,7 +70,7 @@ public final class WebhookSender: Service, Sendable {
         }
         let roots = configuration.caFile.isEmpty ? [] : try NIOSSLCertificate.fromPEMFile(configuration.caFile)
         try self.init(
-            endpoint: endpoint, signer: signer, timeout: .milliseconds(Int64((configuration.timeout * 1000).rounded())),
+            endpoint: endpoint, signer: signer, timeout: .milliseconds(Int64(exactly: (min(max(configuration.timeout, 0.01), 600) * 1000).rounded()) ?? 5_000),
             queue: configuration.queue, trustRoots: roots, logger: logger, metrics: metrics, group: group)
     }
 
@@ -187,7 +187,7 @@ public final class WebhookSender: Service, Sendable {
     private func send(_ ticket: WebhookQueue.Ticket, id: String, body: [UInt8]) {
         let timestamp = Int64(exactly: Date().timeIntervalSince1970.rounded(.down)) ?? 0
         let headers = [("content-type", "application/json")] + signer.headers(id: id, timestamp: timestamp, body: body)
-        client.post(body, headers: headers).whenComplete { [self] result in
+        client.send(body, headers: headers).whenComplete { [self] result in
             switch result {
             case .success(let response):
                 answered(ticket, .answered(status: response.status, retryAfter: Self.retryAfter(response.headers)))
