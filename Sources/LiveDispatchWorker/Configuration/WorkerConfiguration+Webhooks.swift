@@ -91,7 +91,10 @@ extension ConfigurationLoader {
             fail("webhooks.url", "expected http://host[:port]/path or https://host[:port]/path, got \(webhooks.url.debugDescription)")
         }
         if webhooks.secret.isEmpty {
-            fail("webhooks.secret", "must be set, or webhooks.secret_env must name a variable holding it (whsec_ followed by the key in base64)")
+            // An unset secret_env variable was reported when it was read.
+            if webhooks.secretEnvironment.isEmpty {
+                fail("webhooks.secret", "must be set, or webhooks.secret_env must name a variable holding it (whsec_ followed by the key in base64)")
+            }
         } else {
             do {
                 _ = try WebhookSigner(secret: webhooks.secret)
