@@ -5,6 +5,7 @@ import LiveDispatchTracing
 import Logging
 import MetricsTestKit
 import NIOSSL
+import ServiceLifecycleTestKit
 import Testing
 import TestSupport
 
@@ -186,6 +187,29 @@ struct WebhookSenderTests {
         try await waitUntil("the outcome delivered after shutdown dropped", timeout: .seconds(30)) {
             Self.counter(metrics, "livedispatch_webhook_drops_total", [("reason", "shutdown")]) == 6
         }
+        try await receiver.stop()
+    }
+
+    @Test("as a service it runs until the graceful shutdown, then drops what waits and ends once the request in flight did")
+    func asAService() async throws {
+        let receiver = try await WebhookReceiver(secret: Self.secret, arguments: ["--hang"])
+        let metrics = TestMetrics()
+        let sender = try Self.sender(
+            url: "http://127.0.0.1:\(receiver.port)/", metrics: metrics, timeout: .milliseconds(300),
+            queue: .init(capacity: 10, concurrency: 1, maxAttempts: 5))
+        try await testGracefulShutdown { trigger in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await sender.run() }
+                sender.deliver(id: "in-flight", body: Array("{}".utf8))
+                sender.deliver(id: "waiting", body: Array("{}".utf8))
+                try await waitUntil("one request at the receiver", timeout: .seconds(30)) { try receiver.requests().count == 1 }
+                trigger.triggerGracefulShutdown()
+                try await group.waitForAll()
+            }
+        }
+        #expect(Self.counter(metrics, "livedispatch_webhook_drops_total", [("reason", "shutdown")]) == 2)
+        #expect(Self.counter(metrics, "livedispatch_webhook_retries_total") == 0)
+        #expect(sender.queued == 0)
         try await receiver.stop()
     }
 
