@@ -106,7 +106,8 @@ let package = Package(
         ),
 
         // Tracing: the Tracer of swift-distributed-tracing, W3C trace context,
-        // sampling and an OTLP/HTTP protobuf exporter over SwiftNIO.
+        // sampling and an OTLP/HTTP protobuf exporter over SwiftNIO, through a
+        // small HTTP/1.1 client (plain or TLS) the outcome webhooks share.
         .target(
             name: "LiveDispatchTracing",
             dependencies: [
