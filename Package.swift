@@ -106,7 +106,8 @@ let package = Package(
         ),
 
         // Tracing: the Tracer of swift-distributed-tracing, W3C trace context,
-        // sampling and an OTLP/HTTP protobuf exporter over SwiftNIO.
+        // sampling and an OTLP/HTTP protobuf exporter over SwiftNIO, through a
+        // small HTTP/1.1 client (plain or TLS) the outcome webhooks share.
         .target(
             name: "LiveDispatchTracing",
             dependencies: [
@@ -118,6 +119,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -141,6 +143,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -347,6 +350,9 @@ let package = Package(
             dependencies: [
                 "LiveDispatchWorker", "LiveDispatchCore", "LiveDispatchTracing", "APNs", "APNsSimulator", "Kafka", "TestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -115,7 +115,7 @@ struct WorkerConfigurationTests {
                 "Config/livedispatch.yaml:3:15: kafka.partitions: expected a whole number, got \"many\"",
                 "Config/livedispatch.yaml:5:11: coalesce.window: expected a duration such as 250ms, 2s, 5m or 12h, got \"fast\"",
                 "Config/livedispatch.yaml:9:16: apns.environment: expected one of production, sandbox, got \"staging\"",
-                "Config/livedispatch.yaml:13:1: metrics: unknown section (known: activity, admin, apns, apps, backpressure, budget, coalesce, http, idempotency, kafka, limits, push_to_start, retry, rules, shutdown, tracing)",
+                "Config/livedispatch.yaml:13:1: metrics: unknown section (known: activity, admin, apns, apps, backpressure, budget, coalesce, http, idempotency, kafka, limits, push_to_start, retry, rules, shutdown, tracing, webhooks)",
                 "environment LIVEDISPATCH_RETRY_MAX_ATTEMPS: is not a LiveDispatch setting (did you mean LIVEDISPATCH_RETRY_MAX_ATTEMPTS?)",
                 "Config/livedispatch.yaml:6:14: coalesce.max_delay: must be at least coalesce.window (0.25s)",
                 "Config/livedispatch.yaml:12:18: backpressure.low_watermark: must be below backpressure.high_watermark (10)",

@@ -58,6 +58,7 @@ extension WorkerConfiguration {
         if let root { loader.apply(root, to: &configuration) }
         loader.applyOpenTelemetryEnvironment(environment, to: &configuration)
         loader.applyEnvironment(environment, to: &configuration)
+        loader.resolveWebhookSecret(environment, in: &configuration)
         loader.validate(configuration)
         guard loader.problems.isEmpty else { throw ConfigurationError(problems: loader.problems) }
         return configuration
@@ -200,7 +201,7 @@ struct ConfigurationKey: Sendable {
         ConfigurationKey(path: "http.api_keys", kind: .apiKeys) { if case .apiKeys(let v) = $1 { $0.http.apiKeys = v } },
         .duration("shutdown.timeout", \.shutdown.timeout),
         .duration("shutdown.release_timeout", \.shutdown.releaseTimeout),
-    ] + tracing
+    ] + tracing + webhooks
 
     static let byPath: [String: ConfigurationKey] = Dictionary(uniqueKeysWithValues: all.map { ($0.path, $0) })
 }
@@ -443,6 +444,7 @@ struct ConfigurationLoader {
         check([1, 5, 10].contains(configuration.activity.defaultPriority), "activity.default_priority", "must be 1, 5 or 10")
         validateAPNs(configuration)
         validateTracing(configuration)
+        validateWebhooks(configuration)
         if !configuration.admin.listen.isEmpty {
             check(WorkerConfiguration.hostAndPort(configuration.admin.listen, ports: 0...65535) != nil, "admin.listen",
                   "expected host:port or [ipv6]:port with a port from 0 to 65535, or empty to turn the endpoint off; got \(configuration.admin.listen.debugDescription)")

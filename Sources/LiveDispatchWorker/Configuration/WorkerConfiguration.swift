@@ -195,6 +195,7 @@ public struct WorkerConfiguration: Sendable, Hashable {
     public var http = HTTP()
     public var shutdown = Shutdown()
     public var tracing = Tracing()
+    public var webhooks = Webhooks()
 
     public init() {}
 
