@@ -174,10 +174,17 @@ public final class Worker: Sendable {
                 "tracing.sampling_ratio": "\(configuration.tracing.samplingRatio)",
             ])
         }
+        let webhooks = try WebhookSender(configuration: configuration.webhooks, logger: logger, metrics: metrics.factory)
+        var webhook: (@Sendable (_ id: String, _ body: [UInt8]) -> Void)?
+        if let webhooks {
+            logger.notice("Outcomes are sent to a webhook", metadata: ["webhook.endpoint": "\(webhooks.endpoint)"])
+            webhook = { id, body in webhooks.deliver(id: id, body: body) }
+        }
         let dispatcher = try Dispatcher(
             configuration: configuration, client: client, producer: producer, sender: sender,
             channels: BroadcastChannels(configuration: configuration, logger: logger), logger: logger, metrics: metrics,
-            observer: options.observer, tracing: tracing, types: rules, publishesOutcomes: outcomesTopic.present.load(ordering: .acquiring))
+            observer: options.observer, tracing: tracing, types: rules, publishesOutcomes: outcomesTopic.present.load(ordering: .acquiring),
+            webhook: webhook)
         let router = try Router(
             configuration: configuration, rules: rules, client: client, producer: producer, logger: logger, metrics: metrics,
             observer: options.observer.map { observer -> Router.Observer in { letter in observer(.deadLettered(letter)) } },
@@ -189,6 +196,8 @@ public final class Worker: Sendable {
         // exporter sends what is left last.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: producer), .init(service: dispatcher), .init(service: router)]
         if let tracing { services.insert(.init(service: tracing.exporter), at: 0) }
+        // Stopped after the dispatcher, which hands it the last outcomes.
+        if let webhooks { services.insert(.init(service: webhooks), at: 0) }
         let components = WorkerComponents(
             configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, kafka: client, logger: logger,
             tracing: tracing)

@@ -11,41 +11,6 @@ import TestSupport
 
 @testable import LiveDispatchWorker
 
-/// `scripts/webhook-receiver.py` as a process: it checks each request's
-/// signature with Python's hmac and records what it received.
-final class WebhookReceiver: Sendable {
-    struct Request: Decodable, Sendable {
-        var id: String
-        var timestamp: String
-        var signature_valid: Bool
-        var content_type: String
-        var body: String
-        var answered: Int?
-    }
-
-    let process: BackgroundProcess
-    let port: Int
-    let output: URL
-
-    init(secret: String, arguments: [String] = []) async throws {
-        let directory = try TestPaths.temporaryDirectory("webhook-receiver")
-        output = directory.appendingPathComponent("requests.jsonl")
-        process = try BackgroundProcess(
-            ["python3", TestPaths.repositoryRoot.appendingPathComponent("scripts/webhook-receiver.py").path, "--secret", secret,
-             "--out", output.path] + arguments,
-            executable: URL(fileURLWithPath: "/usr/bin/env"))
-        let line = try await process.waitForLine(timeout: .seconds(30)) { $0.hasPrefix("listening: ") }
-        port = Int(line.dropFirst("listening: ".count)) ?? 0
-    }
-
-    func requests() throws -> [Request] {
-        guard let text = try? String(contentsOf: output, encoding: .utf8) else { return [] }
-        return try text.split(separator: "\n").map { try JSONDecoder().decode(Request.self, from: Data($0.utf8)) }
-    }
-
-    func stop() async throws { _ = try await process.stop(signal: SIGKILL) }
-}
-
 @Suite("Webhook sender", .serialized)
 struct WebhookSenderTests {
     static let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -99,9 +99,14 @@ public final class WebhookSender: Service, Sendable {
         await shutdown()
     }
 
+    /// How long ``shutdown()`` waits for the requests in flight: a
+    /// receiver that does not answer never holds up the worker's exit.
+    public static let shutdownGrace = TimeAmount.seconds(2)
+
     /// Stops: what waits is dropped (counted as `shutdown`), outcomes
     /// delivered after are dropped too, and it returns once the requests in
-    /// flight have ended (each within the request timeout).
+    /// flight have ended, or after ``shutdownGrace`` (what is still in
+    /// flight then is given up with the process).
     public func shutdown() async {
         let (actions, count, armed) = state.withLock { state in
             state.isShutDown = true
@@ -112,6 +117,19 @@ public final class WebhookSender: Service, Sendable {
         armed?.cancel()
         metrics.recordQueued(count)
         perform(actions)
+        let grace = eventLoop.scheduleTask(in: Self.shutdownGrace) { [weak self] in
+            guard let self else { return }
+            let waiting = state.withLock { state in
+                var drained: [CheckedContinuation<Void, Never>] = []
+                swap(&drained, &state.drained)
+                return drained
+            }
+            if !waiting.isEmpty {
+                logger.warning("Webhook requests still in flight at shutdown are given up", metadata: ["webhook.in_flight": "\(state.withLock { $0.machine.inFlight })"])
+            }
+            for continuation in waiting { continuation.resume() }
+        }
+        defer { grace.cancel() }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let isDrained = state.withLock { state in
                 guard state.machine.inFlight > 0 else { return true }
