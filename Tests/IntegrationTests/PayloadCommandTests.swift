@@ -3,17 +3,11 @@ import Testing
 
 @Suite("livedispatch payload as a process")
 struct PayloadCommandTests {
-    func write(_ text: String, _ name: String, in directory: URL) throws -> String {
-        let url = directory.appendingPathComponent(name)
-        try Data(text.utf8).write(to: url)
-        return url.path
-    }
-
     @Test("prints the HTTP/2 request for a command merged into a content-state")
     func updateRequest() throws {
         let directory = try TestPaths.temporaryDirectory()
-        let state = try write(#"{"teamOneScore": 1, "teamTwoScore": 0, "period": "1st"}"#, "state.json", in: directory)
-        let command = try write(#"""
+        let state = try writeFile(#"{"teamOneScore": 1, "teamTwoScore": 0, "period": "1st"}"#, "state.json", in: directory)
+        let command = try writeFile(#"""
             {"activity_id": "match-42", "content_state": {"teamOneScore": 2}, "timestamp": "2025-11-24T18:00:00Z",
              "priority": 5, "alert": {"title": "Goal!", "body": "Owls 2–0", "sound": "default"}}
             """#, "command.json", in: directory)
@@ -43,11 +37,11 @@ struct PayloadCommandTests {
     @Test("an end applied to a state snapshot carries the dismissal date")
     func endOnSnapshot() throws {
         let directory = try TestPaths.temporaryDirectory()
-        let state = try write(#"""
+        let state = try writeFile(#"""
             {"activity_id": "match-42", "content_state": {"teamOneScore": 3, "teamTwoScore": 1}, "version": 12,
              "timestamp": 1764009000, "created_at": 1764000000, "last_offset": 77}
             """#, "state.json", in: directory)
-        let command = try write(#"""
+        let command = try writeFile(#"""
             {"activity_id": "match-42", "event": "end", "content_state": {"period": "FT"}, "timestamp": 1764008000,
              "dismissal_date": 1764010000}
             """#, "end.json", in: directory)
@@ -70,7 +64,7 @@ struct PayloadCommandTests {
         ])
     func badCommand(json: String, message: String) throws {
         let directory = try TestPaths.temporaryDirectory()
-        let command = try write(json, "command.json", in: directory)
+        let command = try writeFile(json, "command.json", in: directory)
         let result = try runProcess(["payload", "--command", command], currentDirectory: directory)
         #expect(result.status == 1)
         #expect(result.standardOutput.isEmpty)
@@ -81,7 +75,7 @@ struct PayloadCommandTests {
     func oversize() throws {
         let directory = try TestPaths.temporaryDirectory()
         let big = String(repeating: "x", count: 5000)
-        let command = try write(#"{"activity_id": "match-42", "content_state": {"note": "\#(big)"}}"#, "command.json", in: directory)
+        let command = try writeFile(#"{"activity_id": "match-42", "content_state": {"note": "\#(big)"}}"#, "command.json", in: directory)
         let result = try runProcess(["payload", "--command", command, "--now", "1764000000"])
         #expect(result.status == 1)
         #expect(result.standardError.contains("payload for activity match-42 is 5077 bytes, over the APNs limit of 4096"))

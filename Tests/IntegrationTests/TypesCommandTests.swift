@@ -3,24 +3,18 @@ import Testing
 
 @Suite("livedispatch types as a process")
 struct TypesCommandTests {
-    func write(_ text: String, _ name: String, in directory: URL) throws -> String {
-        let url = directory.appendingPathComponent(name)
-        try Data(text.utf8).write(to: url)
-        return url.path
-    }
-
     @Test("checks commands, snapshots and content-states against the shipped types and names the first mismatch")
     func check() throws {
         let directory = try TestPaths.temporaryDirectory()
-        let start = try write(#"""
+        let start = try writeFile(#"""
             {"activity_id": "match-1", "event": "start", "attributes_type": "SportsActivityAttributes",
              "attributes": {"gameName": "Cup", "teamOneName": "Owls", "teamTwoName": "Hawks"}, "alert": {"title": "Kick-off", "body": "Owls v Hawks"},
              "content_state": {"teamOneScore": 0, "teamTwoScore": 0, "period": "first_half"}}
             """#, "start.json", in: directory)
-        let misspelled = try write(#"{"activity_id": "match-1", "content_state": {"teamOneScroe": 1}}"#, "misspelled.json", in: directory)
-        let removes = try write(#"{"activity_id": "match-1", "content_state": {"period": null}}"#, "removes.json", in: directory)
-        let fits = try write(#"{"activity_id": "match-1", "content_state": {"teamOneScore": 1, "minute": 9}}"#, "fits.json", in: directory)
-        let bare = try write(#"{"status": "preparing"}"#, "bare.json", in: directory)
+        let misspelled = try writeFile(#"{"activity_id": "match-1", "content_state": {"teamOneScroe": 1}}"#, "misspelled.json", in: directory)
+        let removes = try writeFile(#"{"activity_id": "match-1", "content_state": {"period": null}}"#, "removes.json", in: directory)
+        let fits = try writeFile(#"{"activity_id": "match-1", "content_state": {"teamOneScore": 1, "minute": 9}}"#, "fits.json", in: directory)
+        let bare = try writeFile(#"{"status": "preparing"}"#, "bare.json", in: directory)
 
         let checked = try runProcess(["types", "check", "--state", start, fits, misspelled, removes])
         #expect(checked.status == 1, "\(checked.standardError)")

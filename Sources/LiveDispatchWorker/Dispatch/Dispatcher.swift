@@ -260,13 +260,15 @@ public final class Dispatcher: Service, Sendable {
             }
             metrics.recordConsumed(topic.rawValue)
             guard let runner = runner(record.partition) else { return }
+            var newTypes: ActivityTypes?
             if topic == .commands {
                 runner.nextCommandOffset.store(record.offset + 1, ordering: .relaxed)
-                if let types { runner.follow(types) }
+                if let types { newTypes = runner.typesToFollow(types) }
             }
             // Only a sampled trace goes into the machine: nothing of another would be recorded.
             let trace = tracing != nil && topic == .commands ? WorkerTracing.context(of: record.headers).flatMap { $0.isSampled ? $0 : nil } : nil
             runner.apply { machine, now in
+                if let newTypes { machine.useTypes(newTypes) }
                 let input = PartitionDispatcher.Record(
                     offset: record.offset, key: record.key, value: record.value,
                     timestamp: record.timestampMilliseconds.map { UnixTime(seconds: Double($0) / 1000) } ?? now, trace: trace)

@@ -90,17 +90,13 @@ final class PartitionRunner: Sendable {
         return box.withLock { $0.closed ? nil : $0.machine.state(of: activity) }
     }
 
-    /// Gives the machine the activity types of the rules in force when
-    /// they are not the ones it has; called before each command.
-    func follow(_ rules: RuleSetStore) {
+    /// The activity types of the rules in force when they are not the
+    /// ones the machine has been given, for the next command's input to
+    /// install (``PartitionDispatcher/useTypes(_:)``); nil when unchanged.
+    func typesToFollow(_ rules: RuleSetStore) -> ActivityTypes? {
         let generation = rules.generation
-        guard typesGeneration.load(ordering: .relaxed) != generation else { return }
-        let types = rules.current.types
-        apply { machine, _ in
-            machine.useTypes(types)
-            return []
-        }
-        typesGeneration.store(generation, ordering: .relaxed)
+        guard typesGeneration.exchange(generation, ordering: .relaxed) != generation else { return nil }
+        return rules.current.types
     }
 
     /// Stops the partition: its timers are cancelled, later inputs and
