@@ -15,6 +15,8 @@ public struct WorkerMetrics: Sendable {
     private let pushDuration: Timer
     private let consumed: CounterCache
     private let routed: CounterCache
+    /// Commands sent without a type check, counted per command.
+    private let unchecked: CounterCache
     /// CPU seconds counted so far: a scrape adds what was used since.
     private let reportedCPU = ReportedTotal()
 
@@ -24,6 +26,9 @@ public struct WorkerMetrics: Sendable {
         pushDuration = Timer(label: "livedispatch_push_duration_seconds", dimensions: [], factory: factory)
         consumed = CounterCache(label: "livedispatch_records_consumed_total", dimension: "topic", factory: factory)
         routed = CounterCache(label: "livedispatch_router_events_total", dimension: "outcome", factory: factory)
+        unchecked = CounterCache(
+            label: "livedispatch_commands_unchecked_total", dimension: "why", factory: factory,
+            making: [TypeChecking.untyped, .undeclared("")].compactMap(\.uncheckedLabel))
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Counter {
@@ -38,6 +43,7 @@ public struct WorkerMetrics: Sendable {
         counter("livedispatch_router_events_total", [("outcome", "command")]).increment(by: 0)
         counter("livedispatch_tokens_removed_total").increment(by: 0)
         counter("livedispatch_commands_duplicate_total").increment(by: 0)
+        for kind in ["push", "audience_start", "token_removed"] { counter("livedispatch_outcomes_total", [("kind", kind)]).increment(by: 0) }
         counter("livedispatch_priority_downgrades_total").increment(by: 0)
         for reason in Coalescer.Expiry.Reason.allCases {
             counter("livedispatch_activities_expired_total", [("reason", reason.rawValue)]).increment(by: 0)
@@ -76,7 +82,7 @@ public struct WorkerMetrics: Sendable {
         case .duplicateCommand:
             counter("livedispatch_commands_duplicate_total").increment()
         case .uncheckedCommand(_, let checking):
-            counter("livedispatch_commands_unchecked_total", [("why", checking.uncheckedLabel ?? "")]).increment()
+            if let label = checking.uncheckedLabel { unchecked[label].increment() }
         case .priorityDowngraded:
             counter("livedispatch_priority_downgrades_total").increment()
         case .audienceStarted(_, _, let delivered, let alreadyStarted):
