@@ -77,17 +77,17 @@ public enum Outcome: Sendable, Hashable {
             fields["version"] = .integer(Int64(clamping: summary.version))
             fields["event"] = .string(summary.event.rawValue)
             fields["at"] = .double(summary.completedAt.seconds)
-            fields["delivered"] = .integer(Int64(summary.delivered))
-            fields["failed"] = .object(summary.failed.mapValues { .integer(Int64($0)) })
-            fields["tokens"] = .integer(Int64(push.tokens))
-            fields["commands"] = .integer(Int64(summary.commands))
+            fields["delivered"] = .integer(Int64(clamping: summary.delivered))
+            fields["failed"] = .object(summary.failed.mapValues { .integer(Int64(clamping: $0)) })
+            fields["tokens"] = .integer(Int64(clamping: push.tokens))
+            fields["commands"] = .integer(Int64(clamping: summary.commands))
             fields["command_ids"] = .array(push.commandIDs.map(JSONValue.string))
             if let app = push.app { fields["app"] = .string(app) }
         case .audienceStart(_, let audience, let delivered, let alreadyStarted, let at):
             fields["audience"] = .string(audience.rawValue)
             fields["at"] = .double(at.seconds)
             fields["started"] = .array(delivered.map { .string($0.hex) })
-            fields["skipped"] = .object(alreadyStarted > 0 ? ["already-started": .integer(Int64(alreadyStarted))] : [:])
+            fields["skipped"] = .object(alreadyStarted > 0 ? ["already-started": .integer(Int64(clamping: alreadyStarted))] : [:])
         case .tokenRemoved(_, let token, let reason, let at):
             fields["token"] = .string(token.hex)
             fields["reason"] = .string(reason)

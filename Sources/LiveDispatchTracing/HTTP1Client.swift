@@ -176,7 +176,7 @@ private final class ResponseHandler: ChannelInboundHandler {
             if head.status.code >= 200 { self.head = head }
         case .body: break
         case .end:
-            if let head { promise.succeed(.init(status: Int(head.status.code), headers: head.headers)) }
+            if let head { promise.succeed(.init(status: Int(clamping: head.status.code), headers: head.headers)) }
         }
     }
 

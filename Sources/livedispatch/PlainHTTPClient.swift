@@ -66,7 +66,7 @@ enum PlainHTTPClient {
             var response = Response(status: 0, body: [])
             for try await part in inbound {
                 switch part {
-                case .head(let head): response.status = Int(head.status.code)
+                case .head(let head): response.status = Int(clamping: head.status.code)
                 case .body(var buffer): response.body += buffer.readBytes(length: buffer.readableBytes) ?? []
                 case .end: return response
                 }
