@@ -223,6 +223,17 @@ struct WorkerEndToEndTests {
             window: "10ms", adminPort: adminPort, extra: "backpressure:\n  high_watermark: 6\n  low_watermark: 2")
         let activities = (0..<24).map { "cu\($0)" }
         let devices = Dictionary(uniqueKeysWithValues: activities.enumerated().map { ($1, token($0, salt: 71)) })
+        // The devices' tokens are stored first, by a worker that then stops:
+        // the next one restores them before it reads a command, so every
+        // push of the catch-up waits for the simulator's answers and the
+        // backlog stays up after it (registrations read beside the commands
+        // could come after them, and pushes to no token end at once).
+        for activity in activities { try await stack.register(devices[activity] ?? "", for: activity) }
+        let first = try await stack.startWorker(configuration: configuration)
+        try await stack.waitWithDiagnostics("the registrations on token-store", workers: [first]) {
+            try await stack.read("livedispatch.token-store").count >= activities.count ? true : nil
+        }
+        #expect(try await first.stop() == 0)
         // A backlog before the worker starts: each partition catches up on it
         // (its pushes held until it has read to the end it found), so the
         // gate closes while every partition is still catching up.
@@ -231,7 +242,6 @@ struct WorkerEndToEndTests {
                 try await stack.produce("livedispatch.commands", key: activity, #"{"activity_id": "\#(activity)", "content_state": {"score": \#(score)}}"#)
             }
         }
-        for activity in activities { try await stack.register(devices[activity] ?? "", for: activity) }
         let worker = try await stack.startWorker(configuration: configuration)
         try await stack.waitWithDiagnostics("every activity's last score on its device", workers: [worker]) {
             let byToken = stack.pushesByToken()
