@@ -180,7 +180,7 @@ public struct ActivityTypes: Sendable, Hashable {
     /// Why a command cannot apply to an activity of type `known` (nil: the
     /// activity has none yet) once its content-state is folded into
     /// `merged`, or nil when it fits, or when its type is not declared
-    /// (``typeOf(_:known:)`` tells those apart).
+    /// (``checking(_:known:)`` tells those apart).
     public func refusal(of command: ActivityCommand, known: String?, merged: JSONValue) -> TypeRefusal? {
         if let known, let named = command.attributesType, named != known {
             return TypeRefusal(
@@ -190,9 +190,7 @@ public struct ActivityTypes: Sendable, Hashable {
                     message: "the activity is of type \(known.debugDescription); a command cannot change it to \(named.debugDescription)"))
         }
         guard let name = command.attributesType ?? known, let type = byName[name] else { return nil }
-        if let attributes = command.attributes, let problem = type.attributesMismatch(attributes) {
-            return TypeRefusal(reason: .attributesMismatch, type: name, problem: problem)
-        }
+        if let refusal = Self.attributesRefusal(of: command, type: type) { return refusal }
         if let problem = type.contentStateMismatch(merged) {
             return TypeRefusal(reason: .contentStateMismatch, type: name, problem: problem)
         }
@@ -208,13 +206,27 @@ public struct ActivityTypes: Sendable, Hashable {
         if command.event == .start || command.replaceState {
             return refusal(of: command, known: nil, merged: command.contentState ?? .object([:]))
         }
-        if let attributes = command.attributes, let problem = type.attributesMismatch(attributes) {
-            return TypeRefusal(reason: .attributesMismatch, type: name, problem: problem)
-        }
+        if let refusal = Self.attributesRefusal(of: command, type: type) { return refusal }
         guard let patch = command.contentState?.objectValue,
             let problem = SchemaField.patchMismatch(in: patch, fields: type.contentState, path: "content_state")
         else { return nil }
         return TypeRefusal(reason: .contentStateMismatch, type: name, problem: problem)
+    }
+
+    /// Why a command cannot apply to an activity whose state is `current`
+    /// when this is known (the command merged into it is checked whole),
+    /// else by ``patchRefusal(of:)``: the one check of the HTTP API and of
+    /// `livedispatch types check`.
+    public func refusal(of command: ActivityCommand, current: ActivityState?, now: UnixTime) -> TypeRefusal? {
+        guard var merged = current else { return patchRefusal(of: command) }
+        merged.fold(command, now: now)
+        return refusal(of: command, known: current?.attributesType, merged: merged.contentState)
+    }
+
+    /// The refusal of a command whose attributes do not fit `type`.
+    private static func attributesRefusal(of command: ActivityCommand, type: ActivityType) -> TypeRefusal? {
+        guard let attributes = command.attributes, let problem = type.attributesMismatch(attributes) else { return nil }
+        return TypeRefusal(reason: .attributesMismatch, type: type.name, problem: problem)
     }
 
     /// How a command to an activity of type `known` is checked.

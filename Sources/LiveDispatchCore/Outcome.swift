@@ -32,12 +32,13 @@ public enum Outcome: Sendable, Hashable {
     case tokenRemoved(ActivityID, token: DeviceToken, reason: String, at: UnixTime)
 
     /// The outcome an observation of the dispatcher stands for, if any.
-    public static func of(_ observation: PartitionDispatcher.Observation, now: UnixTime) -> Outcome? {
+    /// `now` is read only for an observation that stands for one.
+    public static func of(_ observation: PartitionDispatcher.Observation, now: @autoclosure () -> UnixTime) -> Outcome? {
         switch observation {
         case .pushCompleted(_, _, _, _, let outcome): .push(outcome)
         case .audienceStarted(let activity, let audience, let delivered, let alreadyStarted):
-            .audienceStart(activity, audience: audience, delivered: delivered, alreadyStarted: alreadyStarted, at: now)
-        case .tokenRemoved(let activity, let token, let reason): .tokenRemoved(activity, token: token, reason: reason, at: now)
+            .audienceStart(activity, audience: audience, delivered: delivered, alreadyStarted: alreadyStarted, at: now())
+        case .tokenRemoved(let activity, let token, let reason): .tokenRemoved(activity, token: token, reason: reason, at: now())
         case .pushTraced, .deadLettered, .activityExpired, .duplicateCommand, .uncheckedCommand, .priorityDowngraded,
              .channelCreated, .channelDeleted:
             nil

@@ -260,15 +260,7 @@ struct WorkerAPI: APIProtocol {
     /// by the worker that holds it.)
     static func refusal(_ command: ActivityCommand, current: ActivityState?, types: ActivityTypes) -> APIError? {
         let now = UnixTime(seconds: Date().timeIntervalSince1970)
-        let typeRefusal: TypeRefusal?
-        if let current {
-            var merged = current
-            merged.fold(command, now: now)
-            typeRefusal = types.refusal(of: command, known: current.attributesType, merged: merged.contentState)
-        } else {
-            typeRefusal = types.patchRefusal(of: command)
-        }
-        if let typeRefusal {
+        if let typeRefusal = types.refusal(of: command, current: current, now: now) {
             return APIError(
                 status: .unprocessableContent, code: typeRefusal.reason.rawValue,
                 message: "the \(command.event.rawValue) \(typeRefusal.message); nothing was sent",

@@ -94,15 +94,9 @@ struct TypesCommand: ParsableCommand {
             let current = try state.map { path throws(PayloadCommandError) in try PayloadCommand.readState(path, activityID: command.activityID, now: now) }
             let name = try typeName(command.attributesType ?? current?.attributesType)
             guard types[name] != nil else { throw undeclared(name, types) }
-            let refusal: TypeRefusal?
-            if var merged = current {
-                merged.fold(command, now: now)
-                refusal = types.refusal(of: command, known: current?.attributesType ?? name, merged: merged.contentState)
-            } else {
-                if command.attributesType == nil { command.attributesType = name }
-                refusal = types.patchRefusal(of: command)
-            }
-            if let refusal { throw mismatch(refusal.problem, "\(refusal.type) (\(refusal.reason))") }
+            // The type found (the command's, the state's or --type) is the one checked.
+            if command.attributesType == nil { command.attributesType = name }
+            if let refusal = types.refusal(of: command, current: current, now: now) { throw mismatch(refusal.problem, "\(refusal.type) (\(refusal.reason))") }
             return name
         }
 

@@ -14,8 +14,10 @@ struct OutcomePublisher: Sendable {
     /// Hands an outcome's id and body to the webhook, when there is one.
     var webhook: (@Sendable (_ id: String, _ body: [UInt8]) -> Void)?
 
-    func publish(_ observation: PartitionDispatcher.Observation, now: UnixTime) {
-        guard let outcome = Outcome.of(observation, now: now) else { return }
+    /// `now` is read only for an observation that is an outcome (most,
+    /// one per command, are not).
+    func publish(_ observation: PartitionDispatcher.Observation, now: @autoclosure () -> UnixTime) {
+        guard let outcome = Outcome.of(observation, now: now()) else { return }
         let value = outcome.json.serialized()
         let kind = outcome.kind
         let metrics = metrics
