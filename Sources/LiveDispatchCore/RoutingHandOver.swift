@@ -9,9 +9,18 @@
 /// event carry the event's topic, partition and offset, and the dispatcher
 /// applies each once (``ActivityState/SourceMark``), so the old owner goes
 /// on reading from where it stopped, writing commands and never committing,
-/// and stops as soon as the group's committed offset shows that the new
-/// owner has routed past that point, when the partition comes back to it,
-/// or after ``limit``.
+/// and stops once the group's committed offsets show that the new owner has
+/// caught up with it: the new owner starts from the last commit, before
+/// what this router routed meanwhile, so the first commit past the
+/// revocation point sets a target (the next offset after what was routed
+/// here by then), and the hand-over ends when the group commits that far.
+/// It also ends when the partition comes back, or after ``limit``.
+///
+/// A router leaving its group (its worker stops) hands over every partition
+/// it routes the same way (``leaving(_:now:within:)``), within a shorter
+/// bound, and also stops a partition that has had nothing to route for
+/// ``quietWhenLeaving``: an idle partition has no new owner's commit to wait
+/// for, and its next event waits little for that owner.
 ///
 /// A value type: the router feeds it revocations, assignments, the group's
 /// committed offsets and the time, and performs the actions it returns.
@@ -32,18 +41,30 @@ public struct RoutingHandOver<Partition: Hashable & Sendable>: Sendable {
         case timedOut
         /// The router is shutting down.
         case stopping
+        /// The router is leaving and read nothing of it for ``quietWhenLeaving``.
+        case quiet
     }
 
     struct Lingering: Sendable {
         /// The next offset this router would have read when the partition was revoked.
         var from: Int64
         var since: ContinuousClock.Instant
+        /// When a record of it was last routed here (or `since`).
+        var lastRouted: ContinuousClock.Instant
+        /// The last offset routed here.
+        var routedUpTo: Int64?
+        /// Set when the new owner is first seen routing: where it must commit to for this router to stop.
+        var target: Int64?
     }
 
     /// The longest a released partition is routed here.
     public let limit: Duration
     private var lingering: [Partition: Lingering] = [:]
     private var stopping = false
+    /// Set once the router leaves its group: when every hand-over ends at the latest.
+    private var leavingDeadline: ContinuousClock.Instant?
+    /// While leaving, a partition with nothing routed this long stops.
+    public static var quietWhenLeaving: Duration { .seconds(1) }
 
     public init(limit: Duration) {
         self.limit = limit
@@ -52,12 +73,34 @@ public struct RoutingHandOver<Partition: Hashable & Sendable>: Sendable {
     /// The partitions routed here without being owned.
     public var partitions: [Partition] { Array(lingering.keys) }
 
+    /// Nothing is routed here without being owned.
+    public var isIdle: Bool { lingering.isEmpty }
+
     /// The group revoked `partition`; `lastRead` is the last offset read
     /// from it (nil when nothing was: there is no position to go on from).
     public mutating func revoked(_ partition: Partition, lastRead: Int64?, now: ContinuousClock.Instant) -> Action? {
-        guard !stopping, let lastRead, lingering[partition] == nil else { return nil }
-        lingering[partition] = Lingering(from: lastRead + 1, since: now)
+        guard !stopping, leavingDeadline == nil, let lastRead, lingering[partition] == nil else { return nil }
+        lingering[partition] = Lingering(from: lastRead + 1, since: now, lastRouted: now)
         return .start(partition, from: lastRead + 1)
+    }
+
+    /// The router leaves its group (its worker stops): each partition it
+    /// still owns, with the last offset read from it, is routed on until its
+    /// new owner routes it, it is quiet, or `within` has passed. Revocations
+    /// after this start nothing.
+    public mutating func leaving(_ owned: [(partition: Partition, lastRead: Int64?)], now: ContinuousClock.Instant, within: Duration) -> [Action] {
+        guard !stopping, leavingDeadline == nil else { return [] }
+        let actions = owned.compactMap { revoked($0.partition, lastRead: $0.lastRead, now: now) }
+        leavingDeadline = now + within
+        return actions
+    }
+
+    /// A record of a lingering partition, at `offset`, was routed here.
+    public mutating func routed(_ partition: Partition, offset: Int64, now: ContinuousClock.Instant) {
+        guard var entry = lingering[partition] else { return }
+        entry.lastRouted = now
+        entry.routedUpTo = max(entry.routedUpTo ?? offset, offset)
+        lingering[partition] = entry
     }
 
     /// The group assigned `partition` to this router.
@@ -69,7 +112,13 @@ public struct RoutingHandOver<Partition: Hashable & Sendable>: Sendable {
     public mutating func committed(_ offsets: [Partition: Int64]) -> [Action] {
         var actions: [Action] = []
         for (partition, offset) in offsets {
-            guard let entry = lingering[partition], offset > entry.from else { continue }
+            guard var entry = lingering[partition], offset > entry.from else { continue }
+            let target = entry.target ?? max(entry.from, (entry.routedUpTo ?? entry.from) + 1)
+            guard offset >= target else {
+                entry.target = target
+                lingering[partition] = entry
+                continue
+            }
             lingering[partition] = nil
             actions.append(.stop(partition, .newOwnerRoutes))
         }
@@ -77,10 +126,18 @@ public struct RoutingHandOver<Partition: Hashable & Sendable>: Sendable {
     }
 
     /// Stops what has lingered ``limit`` or longer at `now`.
+    /// While leaving, also what passed the leaving bound or was quiet.
     public mutating func expire(now: ContinuousClock.Instant) -> [Action] {
-        let expired = lingering.filter { now - $0.value.since >= limit }.map(\.key)
-        for partition in expired { lingering[partition] = nil }
-        return expired.map { .stop($0, .timedOut) }
+        var actions: [Action] = []
+        for (partition, entry) in lingering {
+            if now - entry.since >= limit || leavingDeadline.map({ now >= $0 }) == true {
+                actions.append(.stop(partition, .timedOut))
+            } else if leavingDeadline != nil, now - entry.lastRouted >= Self.quietWhenLeaving {
+                actions.append(.stop(partition, .quiet))
+            }
+        }
+        for case .stop(let partition, _) in actions { lingering[partition] = nil }
+        return actions
     }
 
     /// The router shuts down: stop everything and start nothing more.

@@ -192,9 +192,11 @@ public final class Worker: Sendable {
             commandWritten: { dispatcher.commandWritten($0) }, tracing: tracing)
 
         // Started in this order and shut down in reverse: the consumers stop
-        // first, the dispatcher drains, the producer flushes, and the span
-        // exporter sends what is left last.
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: producer), .init(service: dispatcher), .init(service: router)]
+        // first, the dispatcher drains, the router's hand-over ends, the
+        // producer flushes, and the span exporter sends what is left last.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: producer), .init(service: router.handOverService), .init(service: dispatcher), .init(service: router),
+        ]
         if let tracing { services.insert(.init(service: tracing.exporter), at: 0) }
         // Stopped after the dispatcher, which hands it the last outcomes.
         if let webhooks { services.insert(.init(service: webhooks), at: 0) }

@@ -171,12 +171,7 @@ struct RealBrokerEndToEndTests {
         let stack = try await RealBrokerStack()
         let ports = [try freePort(), try freePort()]
         let records = [stack.record("first"), stack.record("second")]
-        // The sports rules alone: the router group then has only the
-        // partitions the goals come through, and moves some of them too.
-        let rules = stack.directory.appendingPathComponent("sports-rules")
-        try FileManager.default.createDirectory(at: rules, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(
-            at: TestPaths.repositoryRoot.appendingPathComponent("Config/rules/sports.yaml"), to: rules.appendingPathComponent("sports.yaml"))
+        let rules = try sportsRules(stack)
         let first = try await stack.startWorker(
             configuration: try stack.writeConfiguration(group: "moving", adminPort: ports[0], rules: rules.path), record: records[0],
             restoring: stack.partitions)
@@ -270,5 +265,96 @@ struct RealBrokerEndToEndTests {
         }
         #expect(try await second.stop() == 0)
         #expect(try await first.stop() == 0)
+    }
+
+    @Test("a worker stopping with SIGTERM routes its goal partitions until the other worker does: the other's activities never stop pushing")
+    func stoppingWorkerHandsItsRoutingOver() async throws {
+        let stack = try await RealBrokerStack()
+        let ports = [try freePort(), try freePort()]
+        let records = [stack.record("staying"), stack.record("leaving")]
+        let rules = try sportsRules(stack)
+        let staying = try await stack.startWorker(
+            configuration: try stack.writeConfiguration(group: "leaving", adminPort: ports[0], rules: rules.path), record: records[0],
+            restoring: stack.partitions)
+        let leaving = try await stack.startWorker(
+            configuration: try stack.writeConfiguration(group: "leaving", adminPort: ports[1], rules: rules.path), record: records[1], restoring: 1)
+        let kept = try await waitFor("both workers ready with disjoint shares of every partition", timeout: .seconds(60)) { () -> Set<Int>? in
+            let shares = try ports.map { port in try WorkerReadiness.of(port: port).flatMap { $0.phase == "ready" ? Set($0.partitions) : nil } }
+            guard let one = shares[0], let two = shares[1], !one.isEmpty, !two.isEmpty, one.isDisjoint(with: two),
+                  one.union(two) == Set(0..<stack.partitions) else { return nil }
+            return one
+        }
+        let matches = (0..<12).map { "tansu-leave-\($0)" }
+        for (index, match) in matches.enumerated() { try stack.register(token(index, salt: 93), for: "match-\(match)") }
+        try stack.produce("sports.scores", matches.map { ($0, goal($0, home: 1, away: 0)) })
+        _ = try await waitFor("the first push to every match", timeout: .seconds(40)) { () -> Bool? in
+            let pushes = records.map(RealBrokerStack.pushesByToken)
+            return matches.indices.allSatisfy { index in pushes.contains { $0[token(index, salt: 93)]?.isEmpty == false } } ? true : nil
+        }
+        // Goals for every match, round after round (kcat paces it), while the second worker stops.
+        let load = Task { () -> Int in
+            var score = 2
+            while !Task.isCancelled, score < 5_000 {
+                try? stack.produce("sports.scores", matches.map { ($0, goal($0, home: score, away: 0)) })
+                score += 1
+                await Task.yield()
+            }
+            return score
+        }
+        let stopping = Date().timeIntervalSince1970
+        #expect(try await leaving.stop() == 0)
+        try await waitFor("the staying worker to own every partition", timeout: .seconds(60)) { () -> Bool? in
+            try WorkerReadiness.of(port: ports[0]).flatMap { $0.phase == "ready" && Set($0.partitions) == Set(0..<stack.partitions) ? true : nil }
+        }
+        let settled = Date().timeIntervalSince1970
+        try await waitFor("the load to run on after the hand-over", timeout: .seconds(30)) { () -> Bool? in
+            Date().timeIntervalSince1970 > settled + 1.5 ? true : nil
+        }
+        load.cancel()
+        let last = await load.value
+        try stack.produce("sports.scores", matches.map { ($0, goal($0, home: last, away: 0)) })
+        let final = try await waitFor("every match's device to reach the last goal", timeout: .seconds(40)) { () -> [String: [RecordedLine]]? in
+            let pushes = RealBrokerStack.pushesByToken(records[0])
+            let done = matches.indices.allSatisfy { pushes[token($0, salt: 93)]?.last?.contentState["teamOneScore"]?.integerValue == Int64(last) }
+            return done ? pushes : nil
+        }
+        for (index, match) in matches.enumerated() {
+            let partition = Int(Murmur2Partitioner.partition(forKey: "match-\(match)", partitionCount: stack.partitions))
+            guard kept.contains(partition) else { continue }
+            // Pushed on through the other worker's leave, whichever worker
+            // routed its goals: no silence longer than a window and a round of goals.
+            // Every silence that overlaps the leave, from the last push before it to the first after.
+            let times = (final[token(index, salt: 93)] ?? []).compactMap { $0.value["received_at"]?.numberValue }.sorted()
+            let gaps = zip(times.dropFirst(), times).filter { $0 >= stopping && $1 <= settled }.map { $0 - $1 }
+            #expect((gaps.max() ?? 0) < 1.5, "\(match) on kept partition \(partition) went \(gaps.max() ?? 0) s without a push")
+            let scores = (final[token(index, salt: 93)] ?? []).compactMap { $0.contentState["teamOneScore"]?.integerValue }
+            #expect(scores == scores.sorted(), "\(match) (partition \(partition)): \(scores)")
+        }
+        // The stopping worker routed what it owned until the staying one did.
+        let started = leaving.standardErrorLines.filter { $0.contains("Routing a partition given up") }
+        let ended = leaving.standardErrorLines.filter { $0.contains("Stopped routing a partition given up") }
+        #expect(!started.isEmpty, "the stopping worker handed nothing over")
+        // And some match on a kept partition had its goals come through one of them.
+        let handedOver = Set(started.compactMap { line in
+            line.range(of: "sports.scores[").flatMap { Int(line[$0.upperBound...].prefix { $0.isNumber }) }
+        })
+        #expect(
+            matches.contains { match in
+                kept.contains(Int(Murmur2Partitioner.partition(forKey: "match-\(match)", partitionCount: stack.partitions)))
+                    && handedOver.contains(Int(Murmur2Partitioner.partition(forKey: match, partitionCount: stack.partitions)))
+            }, "no match on a kept partition had its goals routed by the stopping worker: \(handedOver.sorted())")
+        #expect(ended.count == started.count)
+        #expect(ended.contains { $0.contains("newOwnerRoutes") }, "no hand-over ended with the new owner routing: \(ended)")
+        #expect(try await staying.stop() == 0)
+    }
+
+    /// The sports rules alone: the router group then has only the
+    /// partitions the goals come through, and moves some of them too.
+    private func sportsRules(_ stack: RealBrokerStack) throws -> URL {
+        let rules = stack.directory.appendingPathComponent("sports-rules")
+        try FileManager.default.createDirectory(at: rules, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            at: TestPaths.repositoryRoot.appendingPathComponent("Config/rules/sports.yaml"), to: rules.appendingPathComponent("sports.yaml"))
+        return rules
     }
 }

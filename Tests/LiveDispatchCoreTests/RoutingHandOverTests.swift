@@ -23,6 +23,19 @@ struct RoutingHandOverTests {
         #expect(handOver.committed([4: 180]).isEmpty)
     }
 
+    @Test("the new owner starts behind what was routed here: the hand-over ends once it commits as far as this router had routed when it was first seen")
+    func stopsWhenTheNewOwnerCaughtUp() {
+        var handOver = RoutingHandOver<Int>(limit: .seconds(30))
+        _ = handOver.revoked(3, lastRead: 99, now: start)
+        for offset in Int64(100)...150 { handOver.routed(3, offset: offset, now: start) }
+        // The new owner committed past the revocation point: it routes, from behind.
+        #expect(handOver.committed([3: 101]).isEmpty)
+        // This router goes on; the target stays where it was set.
+        for offset in Int64(151)...170 { handOver.routed(3, offset: offset, now: start) }
+        #expect(handOver.committed([3: 150]).isEmpty)
+        #expect(handOver.committed([3: 151]) == [.stop(3, .newOwnerRoutes)])
+    }
+
     @Test("nothing read since the assignment: no position to go on from, nothing routed")
     func nothingRead() {
         var handOver = RoutingHandOver<Int>(limit: .seconds(30))
@@ -60,7 +73,7 @@ struct RoutingHandOverTests {
         #expect(handOver.partitions.isEmpty)
     }
 
-    @Test("random sequences: every partition started is stopped exactly once, never two at once, and never past its limit")
+    @Test("random sequences, leaving among them: every partition started is stopped exactly once, never two at once, and never past its limit")
     func randomSequences() {
         var generator = SplitMix64(seed: 29)
         for _ in 0..<500 {
@@ -68,11 +81,12 @@ struct RoutingHandOverTests {
             var open: [Int: (from: Int64, since: ContinuousClock.Instant)] = [:]
             var now = start
             var read: [Int: Int64] = [:]
+            var leavingDeadline: ContinuousClock.Instant?
             for _ in 0..<60 {
                 now += .milliseconds(Int64(generator.next() % 2_000))
                 let partition = Int(generator.next() % 4)
                 var actions: [RoutingHandOver<Int>.Action] = []
-                let step = generator.next() % 5
+                let step = generator.next() % 7
                 switch step {
                 case 0:
                     read[partition, default: 0] += Int64(generator.next() % 10)
@@ -80,6 +94,13 @@ struct RoutingHandOverTests {
                 case 1: actions += [handOver.assigned(partition)].compactMap { $0 }
                 case 2: actions += handOver.committed([partition: read[partition, default: 0] + Int64(generator.next() % 3)])
                 case 3: actions += handOver.expire(now: now)
+                case 4:
+                    read[partition, default: 0] += 1
+                    handOver.routed(partition, offset: read[partition, default: 0], now: now)
+                case 5 where generator.next() % 4 == 0:
+                    let owned = (0..<4).map { (partition: $0, lastRead: read[$0]) }
+                    actions += handOver.leaving(owned, now: now, within: .seconds(3))
+                    if leavingDeadline == nil { leavingDeadline = now + .seconds(3) }
                 default: break
                 }
                 for action in actions {
@@ -90,12 +111,18 @@ struct RoutingHandOverTests {
                     case .stop(let partition, let reason):
                         let entry = open.removeValue(forKey: partition)
                         #expect(entry != nil, "stopped without a start")
-                        if reason == .timedOut, let entry { #expect(now - entry.since >= .seconds(5)) }
+                        if reason == .timedOut, let entry {
+                            #expect(now - entry.since >= .seconds(5) || leavingDeadline.map { now >= $0 } == true)
+                        }
+                        if reason == .quiet { #expect(leavingDeadline != nil, "quiet without leaving") }
                     }
                 }
                 #expect(Set(handOver.partitions) == Set(open.keys))
                 if step == 3 {
-                    for (partition, entry) in open { #expect(now - entry.since < .seconds(5), "\(partition) lingered past the limit") }
+                    for (partition, entry) in open {
+                        #expect(now - entry.since < .seconds(5), "\(partition) lingered past the limit")
+                        if let leavingDeadline { #expect(now < leavingDeadline, "\(partition) lingered past the leaving bound") }
+                    }
                 }
             }
             for action in handOver.stop() {
@@ -103,5 +130,45 @@ struct RoutingHandOverTests {
             }
             #expect(open.isEmpty)
         }
+    }
+
+    @Test("leaving: every partition owned is handed over; one goes until the new owner routes it, a quiet one stops after a second")
+    func leavingHandsOverEachPartition() {
+        var handOver = RoutingHandOver<Int>(limit: .seconds(30))
+        let actions = handOver.leaving([(1, 10), (2, 20), (3, nil)], now: start, within: .seconds(10))
+        #expect(actions == [.start(1, from: 11), .start(2, from: 21)])
+        // The group's revocation at the close starts nothing more.
+        #expect(handOver.revoked(3, lastRead: 30, now: start) == nil)
+        #expect(handOver.leaving([(3, 30)], now: start, within: .seconds(10)).isEmpty)
+        // Partition 1 keeps routing records; partition 2 has none.
+        handOver.routed(1, offset: 11, now: start + .milliseconds(600))
+        #expect(handOver.expire(now: start + .milliseconds(900)).isEmpty)
+        handOver.routed(1, offset: 12, now: start + .milliseconds(1_200))
+        #expect(handOver.expire(now: start + .milliseconds(1_500)) == [.stop(2, .quiet)])
+        #expect(!handOver.isIdle)
+        #expect(handOver.committed([1: 11]).isEmpty)
+        #expect(handOver.committed([1: 13]) == [.stop(1, .newOwnerRoutes)])
+        #expect(handOver.isIdle)
+    }
+
+    @Test("leaving: a busy partition nobody takes stops at the leaving bound, not the hand-over limit")
+    func leavingBound() {
+        var handOver = RoutingHandOver<Int>(limit: .seconds(30))
+        _ = handOver.leaving([(5, 50)], now: start, within: .seconds(3))
+        for millisecond in stride(from: 100, to: 3_000, by: 100) {
+            let now = start + .milliseconds(millisecond)
+            handOver.routed(5, offset: 50 + Int64(millisecond / 100), now: now)
+            #expect(handOver.expire(now: now).isEmpty)
+        }
+        #expect(handOver.expire(now: start + .seconds(3)) == [.stop(5, .timedOut)])
+        #expect(handOver.isIdle)
+    }
+
+    @Test("quiet partitions stop only when leaving: a rebalance's hand-over waits for the new owner")
+    func quietOnlyWhenLeaving() {
+        var handOver = RoutingHandOver<Int>(limit: .seconds(30))
+        _ = handOver.revoked(7, lastRead: 70, now: start)
+        #expect(handOver.expire(now: start + .seconds(5)).isEmpty)
+        #expect(handOver.partitions == [7])
     }
 }

@@ -162,34 +162,27 @@ extension Dispatcher {
         // A stage shutting down cancels its jobs: a restore still under way stops.
         while !runner.isClosed, !Task.isCancelled {
             do {
-                var states = 0
-                var tokens = 0
                 try await follow(runner)
                 let followed = ContinuousClock.now
+                // The three reads are independent (the snapshots and the
+                // registrations fill separate parts of the machine, each
+                // batch under its lock), so they run at once: a moved
+                // partition waits for the slowest, not for their sum.
+                async let commandsEnd = reader.endOffset(topic: configuration.topic(.commands), partition: number)
+                async let states = restoreStates(runner)
+                async let tokens = restoreTokens(runner)
                 // The previous owner may have pushed any state of the commands
                 // up to the partition's end now: hold pushes until they are read.
-                let commandsEnd = try await reader.endOffset(topic: configuration.topic(.commands), partition: number)
-                runner.restoring { $0.holdPushes(untilCommandOffset: commandsEnd) }
-                // A batch of the reader's under one lock take.
-                try await reader.readBatchesToEnd(topic: configuration.topic(.state), partition: number) { records in
-                    runner.restoring { machine in
-                        for record in records { machine.restoreState(key: String(decoding: record.key ?? [], as: UTF8.self), value: record.value) }
-                    }
-                    states += records.count
-                }
-                try await reader.readBatchesToEnd(topic: configuration.topic(.tokenStore), partition: number) { records in
-                    runner.restoring { machine in
-                        for record in records { machine.restoreToken(key: record.key ?? [], value: record.value) }
-                    }
-                    tokens += records.count
-                }
+                let end = try await commandsEnd
+                runner.restoring { $0.holdPushes(untilCommandOffset: end) }
+                let (restoredStates, restoredTokens) = try await (states, tokens)
                 let read = ContinuousClock.now
                 guard runner.finishRestore() else { return }
                 perform(ownership.withLock { $0.restored(number, now: clock()) })
                 // The last restore done: the records it fetched are free.
                 if reportPartitions() == 0 { MallocTuning.releaseFreeMemory() }
                 logger.info("Partition restored", metadata: [
-                    "kafka.partition": "\(number)", "restore.states": "\(states)", "restore.tokens": "\(tokens)",
+                    "kafka.partition": "\(number)", "restore.states": "\(restoredStates)", "restore.tokens": "\(restoredTokens)",
                     "restore.seconds": "\(String(format: "%.3f", (ContinuousClock.now - started).seconds))",
                     "restore.install_seconds": "\(String(format: "%.3f", (ContinuousClock.now - read).seconds))",
                     "restore.follow_seconds": "\(String(format: "%.3f", (followed - started).seconds))",
@@ -201,5 +194,30 @@ extension Dispatcher {
                 try? await Task.sleep(for: .seconds(Backoff.partitionRestore.ceiling(attempt: attempt)))
             }
         }
+    }
+
+    /// Installs the partition's `state` changelog, a batch of the reader's
+    /// under one lock take; returns the records read.
+    private func restoreStates(_ runner: PartitionRunner) async throws -> Int {
+        var count = 0
+        try await reader.readBatchesToEnd(topic: configuration.topic(.state), partition: runner.number) { records in
+            runner.restoring { machine in
+                for record in records { machine.restoreState(key: String(decoding: record.key ?? [], as: UTF8.self), value: record.value) }
+            }
+            count += records.count
+        }
+        return count
+    }
+
+    /// Installs the partition's `token-store` changelog; returns the records read.
+    private func restoreTokens(_ runner: PartitionRunner) async throws -> Int {
+        var count = 0
+        try await reader.readBatchesToEnd(topic: configuration.topic(.tokenStore), partition: runner.number) { records in
+            runner.restoring { machine in
+                for record in records { machine.restoreToken(key: record.key ?? [], value: record.value) }
+            }
+            count += records.count
+        }
+        return count
     }
 }

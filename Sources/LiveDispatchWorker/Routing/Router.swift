@@ -61,6 +61,12 @@ public final class Router: Service, Sendable {
     static let handOverLimit = Duration.seconds(30)
     /// How often the group's committed offsets of lingering partitions are read.
     static let handOverCheck = Duration.milliseconds(250)
+    /// The longest a stopping router routes what it owned (within
+    /// `shutdown.timeout`): one rebalance of its group and the new owners'
+    /// first commits. When the whole fleet stops nobody takes over, and each
+    /// worker waits this long under traffic.
+    static let leavingLimit = Duration.seconds(10)
+    let client: KafkaClientConfiguration
     /// Outputs that Kafka refused for now, waiting out their backoff.
     private let retries: RetryTimer
 
@@ -80,6 +86,7 @@ public final class Router: Service, Sendable {
     ) throws(KafkaError) {
         self.configuration = configuration
         self.rules = rules
+        self.client = client
         self.topics = rules.current.topics.sorted()
         var consumerConfiguration = KafkaConsumerConfiguration(client: client, groupID: configuration.kafka.groupID + ".router")
         consumerConfiguration.offsetReset = .earliest
@@ -109,8 +116,6 @@ public final class Router: Service, Sendable {
     public func run() async throws {
         var sideTasks: [StageJob] = configuration.rules.reloadInterval > 0 ? [{ await self.reloadLoop() }] : []
         if downstream != nil { sideTasks.append { await self.watchDownstream() } }
-        sideTasks.append { await self.runLingering() }
-        sideTasks.append { await self.watchHandOver() }
         // Retries go on through the drain and stop with the stage: what
         // is still refused then stays uncommitted for the next owner.
         defer { retries.stop() }
@@ -391,7 +396,7 @@ public final class Router: Service, Sendable {
             case .start(let partition, let offset):
                 do {
                     try lingering.assign([partition], offsets: [partition: offset])
-                    if state.withLock({ $0.gate.isPaused || $0.draining }) { try? lingering.pause([partition]) }
+                    if state.withLock({ $0.gate.isPaused }) { try? lingering.pause([partition]) }
                     logger.info("Routing a partition given up until its new owner routes it", metadata: [
                         "kafka.partition": "\(partition)", "kafka.offset": "\(offset)",
                     ])
@@ -421,16 +426,38 @@ public final class Router: Service, Sendable {
             }
             group.addTask {
                 for await event in self.lingering.events {
-                    if case .record(let record) = event { self.route(record, tracked: false) }
+                    guard case .record(let record) = event else { continue }
+                    let partition = TopicPartition(topic: record.topic, partition: record.partition)
+                    let now = ContinuousClock.now
+                    self.handOver.withLock { $0.routed(partition, offset: record.offset, now: now) }
+                    self.route(record, tracked: false)
                 }
             }
         }
     }
 
+    /// Runs the hand-over reader (a service of its own, ``HandOverService``,
+    /// stopped after the dispatcher): on shutdown it waits until what the
+    /// router handed over on leaving its group is routed by the new owners,
+    /// quiet, or past its bound, then stops.
+    func runHandOver() async {
+        let stopping = Atomic(false)
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.runLingering() }
+                await self.watchHandOver { stopping.load(ordering: .acquiring) && self.handOver.withLock(\.isIdle) }
+                self.perform(self.handOver.withLock { $0.stop() })
+                self.lingering.close()
+            }
+        } onGracefulShutdown: {
+            stopping.store(true, ordering: .releasing)
+        }
+    }
+
     /// Ends each hand-over once the group's committed offset shows its new
-    /// owner routes the partition, or at its limit.
-    private func watchHandOver() async {
-        while !Task.isCancelled {
+    /// owner routes the partition, or at its limit; returns when `done`.
+    private func watchHandOver(until done: () -> Bool) async {
+        while !Task.isCancelled, !done() {
             try? await Task.sleep(for: Self.handOverCheck)
             let partitions = handOver.withLock { $0.partitions }
             guard !partitions.isEmpty else { continue }
@@ -440,17 +467,51 @@ public final class Router: Service, Sendable {
         }
     }
 
+    /// Stops reading for the group: what was read is finished and committed
+    /// when the consumer closes. When other workers will take the
+    /// partitions over, each goes on being routed from where this router
+    /// stopped until they do (``RoutingHandOver/leaving(_:now:within:)``).
     private func drain() async {
-        state.withLock { $0.draining = true }
-        perform(handOver.withLock { $0.stop() })
-        lingering.close()
+        let owned = state.withLock { state in
+            state.draining = true
+            return consumer.assignment.map { partition in
+                (partition: partition, lastRead: state.tracker.lastRead(.init(topic: partition.topic, number: partition.partition)))
+            }
+        }
         let partitions = Array(consumer.assignment)
         try? consumer.pause(partitions)
+        if await othersMayTakeOver(owning: owned.count) {
+            let within = min(.seconds(configuration.shutdown.timeout), Self.leavingLimit)
+            let now = ContinuousClock.now
+            perform(handOver.withLock { $0.leaving(owned, now: now, within: within) })
+        }
         let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
         while ContinuousClock.now < deadline, state.withLock({ $0.tracker.outstanding }) > 0 {
             try? await Task.sleep(for: .milliseconds(20))
         }
     }
+
+    /// False when this router owns every partition of its topics (it is the
+    /// group's only member, and nobody would take them over).
+    private func othersMayTakeOver(owning owned: Int) async -> Bool {
+        guard owned > 0 else { return false }
+        guard let counts = try? await KafkaAdmin(configuration: client, logger: logger).partitionCounts(timeout: .seconds(2)) else { return true }
+        return topics.reduce(0) { $0 + (counts[$1] ?? 0) } > owned
+    }
+
+    /// The hand-over reader as a service of its own, listed before the
+    /// dispatcher so that it stops after it: a stopping worker's router
+    /// leaves its group first and routes on what it owned while the
+    /// dispatcher hands its partitions over.
+    public struct HandOverService: Service {
+        let router: Router
+
+        public func run() async throws {
+            await router.runHandOver()
+        }
+    }
+
+    public var handOverService: HandOverService { HandOverService(router: self) }
 }
 
 /// Names, sizes and modification times of a rules directory's files: a
