@@ -136,8 +136,11 @@ public struct PartitionDispatcher: Sendable {
     /// `end` (the partition's end offset when it was assigned) has been read,
     /// or `catchUpLimit` seconds after the restore, then push each activity's
     /// newest state once. An empty partition (`end` 0) holds nothing.
-    public mutating func holdPushes(untilCommandOffset end: Int64) {
-        restore.holdPushes(untilCommandOffset: end)
+    /// `tokensEnd`: the `tokens` offset after the last registration this
+    /// owner has not read yet; the catch-up also waits for the
+    /// registrations up to there (nil: none to wait for).
+    public mutating func holdPushes(untilCommandOffset end: Int64, tokenOffset tokensEnd: Int64? = nil) {
+        restore.holdPushes(untilCommandOffset: end, tokenOffset: tokensEnd)
     }
 
     /// Whether pushes are held for the replay of the previous owner's commands.
@@ -242,6 +245,11 @@ public struct PartitionDispatcher: Sendable {
 
     /// A record of this partition of `tokens`.
     public mutating func tokenRecord(_ record: Record, now: UnixTime) -> [Action] {
+        let actions = applyTokenRecord(record, now: now)
+        return actions + publish(withOpenWindows(restore.read(tokenOffset: record.offset), now: now), now: now)
+    }
+
+    private mutating func applyTokenRecord(_ record: Record, now: UnixTime) -> [Action] {
         let registration: TokenRegistration
         let keyOf: (TokenRecord) -> (String, ActivityID?) = { parsed in
             switch parsed {

@@ -8,12 +8,24 @@
 /// replay could send a device a state older than one it shows (semantic 2).
 /// Each activity's flushes are merged while held and pushed once, when the
 /// replay has been read or the catch-up limit passed.
+///
+/// Registrations come on `tokens`, read beside `commands` by another
+/// consumer: the replay could end before the registrations its previous
+/// owner had read, and the held state would go to fewer tokens than it
+/// had (or none), each token registered later being taken as holding it.
+/// So the catch-up also waits until `tokens` has been read to its end at
+/// assignment.
 struct PartitionRestore: Sendable {
     typealias Record = PartitionDispatcher.Record
 
     struct CatchUp: Sendable {
         /// The `commands` offset after the last record of the replay.
         var end: Int64
+        /// The `tokens` offset after the last registration there at
+        /// assignment; nil once read (or nothing was left to read).
+        var tokensEnd: Int64?
+        /// Whether the replay's last command has been read.
+        var replayed = false
         /// When the held pushes go anyway; nil until the restore is done.
         var deadline: UnixTime?
         var held: [ActivityID: Coalescer.Flush] = [:]
@@ -52,10 +64,11 @@ struct PartitionRestore: Sendable {
     }
 
     /// While restoring: hold every push until the `commands` record before
-    /// `end` has been read. An empty partition (`end` 0) holds nothing.
-    mutating func holdPushes(untilCommandOffset end: Int64) {
+    /// `end` has been read, and the `tokens` record before `tokensEnd` when
+    /// given. An empty partition (`end` 0) holds nothing.
+    mutating func holdPushes(untilCommandOffset end: Int64, tokenOffset tokensEnd: Int64? = nil) {
         guard isRestoring, end > 0 else { return }
-        catchUp = CatchUp(end: end)
+        catchUp = CatchUp(end: end, tokensEnd: tokensEnd.flatMap { $0 > 0 ? $0 : nil })
     }
 
     /// Ends the restore: the snapshots to install and the records to replay,
@@ -82,9 +95,23 @@ struct PartitionRestore: Sendable {
     }
 
     /// The held flushes, by activity id, when the `commands` record at
-    /// `offset` ends the replay; none otherwise.
+    /// `offset` ends the replay and the registrations are read; none otherwise.
     mutating func read(commandOffset offset: Int64) -> [Coalescer.Flush] {
         guard !isRestoring, let end = catchUp?.end, offset >= end - 1 else { return [] }
+        catchUp?.replayed = true
+        return releaseWhenRead()
+    }
+
+    /// The held flushes when the `tokens` record at `offset` is the last
+    /// registration to wait for and the replay has been read; none otherwise.
+    mutating func read(tokenOffset offset: Int64) -> [Coalescer.Flush] {
+        guard !isRestoring, let tokensEnd = catchUp?.tokensEnd, offset >= tokensEnd - 1 else { return [] }
+        catchUp?.tokensEnd = nil
+        return releaseWhenRead()
+    }
+
+    private mutating func releaseWhenRead() -> [Coalescer.Flush] {
+        guard let catchUp, catchUp.replayed, catchUp.tokensEnd == nil else { return [] }
         return release()
     }
 

@@ -12,13 +12,17 @@ struct CatchUpTests {
 
     func update(_ score: Int) -> String { #"{"activity_id": "match-42", "content_state": {"score": \#(score)}}"# }
 
+    /// The snapshot the previous owner last wrote: score 1 at offset 0.
+    func snapshot(_ harness: DispatcherHarness) -> ActivityState {
+        var state = ActivityState(activityID: match, contentState: ["score": 1], version: 1, createdAt: harness.now, lastOffset: 0)
+        state.timestamp = harness.now
+        return state
+    }
+
     func takenOver(holdingUntil end: Int64) -> DispatcherHarness {
         var harness = DispatcherHarness(configuration: configuration)
         harness.dispatcher.holdPushes(untilCommandOffset: end)
-        // The snapshot the previous owner last wrote: score 1 at offset 0.
-        var state = ActivityState(activityID: match, contentState: ["score": 1], version: 1, createdAt: harness.now, lastOffset: 0)
-        state.timestamp = harness.now
-        harness.restore(states: [state], tokens: [TokenRegistration(activityID: match, token: device)])
+        harness.restore(states: [snapshot(harness)], tokens: [TokenRegistration(activityID: match, token: device)])
         return harness
     }
 
@@ -97,5 +101,38 @@ struct CatchUpTests {
         draining.run(draining.dispatcher.drain(now: draining.now))
         #expect(draining.sent.map { $0.push.contentState["score"] } == [7])
         #expect(draining.dispatcher.isIdle)
+    }
+
+    @Test("registrations not yet read at assignment hold the catch-up too: the replayed state is pushed once they are read, to every token they register")
+    func waitsForTheRegistrations() {
+        let second = try! DeviceToken(hex: String(repeating: "cd", count: 32))
+        var harness = DispatcherHarness(configuration: configuration)
+        // Commands 1...2 and registrations 0...1 are there at assignment;
+        // the previous owner stored no registration.
+        harness.dispatcher.holdPushes(untilCommandOffset: 3, tokenOffset: 2)
+        harness.restore(states: [snapshot(harness)])
+        harness.command(1, update(2))
+        harness.command(2, update(3))
+        #expect(harness.dispatcher.isCatchingUp, "the replay is read, the registrations are not")
+        #expect(harness.sent.isEmpty)
+        harness.token(0, #"{"activity_id": "match-42", "token": "\#(device.hex)"}"#)
+        #expect(harness.dispatcher.isCatchingUp)
+        harness.token(1, #"{"activity_id": "match-42", "token": "\#(second.hex)"}"#)
+        #expect(!harness.dispatcher.isCatchingUp)
+        for token in [device, second] {
+            #expect(harness.sent.last { $0.token == token }?.push.contentState["score"] == 3, "\(token) did not end with the replayed state")
+        }
+
+        // Registrations read first, then the replay: it ends with the replay.
+        var other = DispatcherHarness(configuration: configuration)
+        other.dispatcher.holdPushes(untilCommandOffset: 3, tokenOffset: 1)
+        other.restore(states: [snapshot(other)])
+        other.token(0, #"{"activity_id": "match-42", "token": "\#(device.hex)"}"#)
+        other.command(1, update(2))
+        #expect(other.dispatcher.isCatchingUp)
+        #expect(!other.sent.contains { $0.push.contentState["score"] == 2 }, "nothing of the replay before its end")
+        other.command(2, update(3))
+        #expect(!other.dispatcher.isCatchingUp)
+        #expect(other.sent.last?.push.contentState["score"] == 3)
     }
 }

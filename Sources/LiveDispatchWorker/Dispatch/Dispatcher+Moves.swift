@@ -88,7 +88,9 @@ extension Dispatcher {
     /// group left them (paused until its restore ends). A partition never
     /// followed before reads from the offsets the group committed for them
     /// when it still consumed them itself, else from the beginning.
-    func follow(_ runner: PartitionRunner) async throws(KafkaError) {
+    /// Returns the offsets it reads them from (none: the beginning).
+    @discardableResult
+    func follow(_ runner: PartitionRunner) async throws(KafkaError) -> [TopicPartition: Int64] {
         let partitions = followerPartitions(runner.number)
         var offsets = try await follower.committedOffsets(for: partitions)
         let missing = partitions.filter { offsets[$0] == nil }
@@ -101,6 +103,7 @@ extension Dispatcher {
             try follower.pause(partitions)
             followed.insert(runner.number)
         }
+        return offsets
     }
 
     func take(_ number: Int32) {
@@ -162,19 +165,23 @@ extension Dispatcher {
         // A stage shutting down cancels its jobs: a restore still under way stops.
         while !runner.isClosed, !Task.isCancelled {
             do {
-                try await follow(runner)
+                let registrations = TopicPartition(topic: configuration.topic(.tokens), partition: number)
+                let tokensFrom = try await follow(runner)[registrations] ?? 0
                 let followed = ContinuousClock.now
-                // The three reads are independent (the snapshots and the
+                // The reads are independent (the snapshots and the
                 // registrations fill separate parts of the machine, each
                 // batch under its lock), so they run at once: a moved
                 // partition waits for the slowest, not for their sum.
                 async let commandsEnd = reader.endOffset(topic: configuration.topic(.commands), partition: number)
+                async let tokensEnd = reader.endOffset(topic: registrations.topic, partition: number)
                 async let states = restoreStates(runner)
                 async let tokens = restoreTokens(runner)
                 // The previous owner may have pushed any state of the commands
-                // up to the partition's end now: hold pushes until they are read.
-                let end = try await commandsEnd
-                runner.restoring { $0.holdPushes(untilCommandOffset: end) }
+                // up to the partition's end now, to the tokens registered up
+                // to the end of `tokens`: hold pushes until both are read.
+                let (end, registrationsEnd) = try await (commandsEnd, tokensEnd)
+                let unread = registrationsEnd > tokensFrom ? registrationsEnd : nil
+                runner.restoring { $0.holdPushes(untilCommandOffset: end, tokenOffset: unread) }
                 let (restoredStates, restoredTokens) = try await (states, tokens)
                 let read = ContinuousClock.now
                 guard runner.finishRestore() else { return }
