@@ -268,7 +268,9 @@ public struct PartitionDispatcher: Sendable {
         let stored = AckEffect.completeOffsets(.tokens, [record.offset])
         switch registration.action {
         case .register where !registration.isExpired(at: now):
-            let (record, fanOutActions) = activities.register(registration, state: coalescer.state(of: activity), now: now)
+            // While catching up, a new token is taken to hold what was pushed, not the replay.
+            let holds = restore.pushedState(of: activity, current: coalescer.state(of: activity))
+            let (record, fanOutActions) = activities.register(registration, state: holds, now: now)
             let write = writes.produce(.tokenStore, key: record.storeKey, value: record.json.serialized(), then: stored)
             return [write] + perform(fanOutActions, for: .activity(activity), now: now)
         case .register, .unregister:

@@ -26,6 +26,9 @@ struct PartitionRestore: Sendable {
         var tokensEnd: Int64?
         /// Whether the replay's last command has been read.
         var replayed = false
+        /// The snapshots installed, by activity: what the previous owner
+        /// last pushed, while the coalescer's states move on with the replay.
+        var pushed: [ActivityID: ActivityState] = [:]
         /// When the held pushes go anyway; nil until the restore is done.
         var deadline: UnixTime?
         var held: [ActivityID: Coalescer.Flush] = [:]
@@ -77,11 +80,22 @@ struct PartitionRestore: Sendable {
         guard isRestoring else { return nil }
         isRestoring = false
         catchUp?.deadline = now + catchUpLimit
+        if catchUp != nil {
+            catchUp?.pushed = Dictionary(states.map { ($0.activityID, $0) }) { _, newer in newer }
+        }
         defer {
             states = []
             early = []
         }
         return (states, early)
+    }
+
+    /// What the activity's tokens may be taken to hold: while catching up,
+    /// its restored snapshot (nil: none), not the replayed state nobody was
+    /// sent yet; otherwise `current`.
+    func pushedState(of activity: ActivityID, current: ActivityState?) -> ActivityState? {
+        guard let catchUp else { return current }
+        return catchUp.pushed[activity]
     }
 
     /// Holds `flush` during the catch-up, merged with what the activity

@@ -135,4 +135,20 @@ struct CatchUpTests {
         #expect(!other.dispatcher.isCatchingUp)
         #expect(other.sent.last?.push.contentState["score"] == 3)
     }
+
+    @Test("a token registered during the catch-up of an activity without a snapshot is sent the replayed end, not taken as holding it")
+    func registeredDuringTheCatchUp() {
+        var harness = DispatcherHarness(configuration: configuration)
+        harness.dispatcher.holdPushes(untilCommandOffset: 3, tokenOffset: 1)
+        harness.restore()
+        harness.command(0, update(1))
+        harness.token(0, #"{"activity_id": "match-42", "token": "\#(device.hex)"}"#)
+        #expect(harness.sent.isEmpty, "nothing of the replay before its end")
+        harness.command(1, update(2))
+        harness.command(2, #"{"activity_id": "match-42", "event": "end", "content_state": {"score": 3}}"#)
+        #expect(!harness.dispatcher.isCatchingUp)
+        #expect(harness.sent.map(\.token) == [device])
+        #expect(harness.sent.last?.push.event == .end)
+        #expect(harness.sent.last?.push.contentState["score"] == 3)
+    }
 }
