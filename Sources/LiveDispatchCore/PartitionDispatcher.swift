@@ -151,17 +151,18 @@ public struct PartitionDispatcher: Sendable {
     /// A record of this partition of `commands`.
     public mutating func command(_ record: Record, now: UnixTime) -> [Action] {
         let actions = applyCommand(record, now: now)
-        return actions + publish(withOpenWindows(restore.read(commandOffset: record.offset), now: now), now: now)
+        return actions + publishCaughtUp(restore.read(commandOffset: record.offset), now: now)
     }
 
-    /// The flushes a catch-up held, as it ends, each merged with what its
-    /// activity's window still holds: the replay's last commands may wait
-    /// there, newer than what was held and than what the previous owner
-    /// pushed, so the held state alone would reach devices after a newer one.
-    private mutating func withOpenWindows(_ held: [Coalescer.Flush], now: UnixTime) -> [Coalescer.Flush] {
-        held.map { flush in
+    /// Publishes the flushes a catch-up held, as it ends, each merged with
+    /// what its activity's window still holds: the replay's last commands
+    /// may wait there, newer than what was held and than what the previous
+    /// owner pushed, so the held state alone would reach devices after a newer one.
+    private mutating func publishCaughtUp(_ held: [Coalescer.Flush], now: UnixTime) -> [Action] {
+        let merged = held.map { flush in
             coalescer.flushNow(flush.push.activityID, now: now).map { .merged(flush, $0) } ?? flush
         }
+        return publish(merged, now: now)
     }
 
     private mutating func applyCommand(_ record: Record, now: UnixTime) -> [Action] {
@@ -246,7 +247,7 @@ public struct PartitionDispatcher: Sendable {
     /// A record of this partition of `tokens`.
     public mutating func tokenRecord(_ record: Record, now: UnixTime) -> [Action] {
         let actions = applyTokenRecord(record, now: now)
-        return actions + publish(withOpenWindows(restore.read(tokenOffset: record.offset), now: now), now: now)
+        return actions + publishCaughtUp(restore.read(tokenOffset: record.offset), now: now)
     }
 
     private mutating func applyTokenRecord(_ record: Record, now: UnixTime) -> [Action] {
@@ -306,7 +307,7 @@ public struct PartitionDispatcher: Sendable {
             case .retryChannel(let activity): actions += channelRetryTimer(for: activity)
             }
         }
-        actions += publish(withOpenWindows(restore.timerFired(now: now), now: now), now: now)
+        actions += publishCaughtUp(restore.timerFired(now: now), now: now)
         if let sweepAt = nextSweep, sweepAt <= now {
             nextSweep = now + configuration.sweepInterval
             actions += sweep(now: now)
@@ -376,8 +377,7 @@ public struct PartitionDispatcher: Sendable {
 
     /// Flushes every held update now (graceful shutdown).
     public mutating func drain(now: UnixTime) -> [Action] {
-        let caughtUp = withOpenWindows(restore.release(), now: now)
-        return publish(caughtUp, now: now) + coalescer.flushAll(now: now).flatMap { publish($0, now: now) }
+        publishCaughtUp(restore.release(), now: now) + coalescer.flushAll(now: now).flatMap { publish($0, now: now) }
     }
 
     /// Whether nothing is held, in flight or unacknowledged.

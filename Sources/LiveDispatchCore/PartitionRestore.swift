@@ -80,9 +80,7 @@ struct PartitionRestore: Sendable {
         guard isRestoring else { return nil }
         isRestoring = false
         catchUp?.deadline = now + catchUpLimit
-        if catchUp != nil {
-            catchUp?.pushed = Dictionary(states.map { ($0.activityID, $0) }) { _, newer in newer }
-        }
+        catchUp?.pushed = Dictionary(states.map { ($0.activityID, $0) }) { _, newer in newer }
         defer {
             states = []
             early = []

@@ -140,14 +140,7 @@ struct RealBrokerEndToEndTests {
             configuration: try stack.writeConfiguration(group: "pair", adminPort: ports[0]), record: records[0], restoring: stack.partitions)
         let second = try await stack.startWorker(
             configuration: try stack.writeConfiguration(group: "pair", adminPort: ports[1]), record: records[1], restoring: 1)
-        let owned = try await waitFor("both workers ready with disjoint shares of every partition", timeout: .seconds(60)) { () -> [[Int]]? in
-            let shares = try ports.map { port in
-                try WorkerReadiness.of(port: port).flatMap { $0.phase == "ready" ? $0.partitions : nil }
-            }
-            guard let one = shares[0], let two = shares[1], !one.isEmpty, !two.isEmpty,
-                  Set(one).isDisjoint(with: two), Set(one + two) == Set(0..<stack.partitions) else { return nil }
-            return [one, two]
-        }
+        let owned = try await disjointShares(ports: ports, partitions: stack.partitions)
         let matches = (0..<8).map { "tansu-pair-\($0)" }
         for (index, match) in matches.enumerated() { try stack.register(token(index, salt: 81), for: "match-\(match)") }
         try stack.produce("sports.scores", matches.map { ($0, goal($0, home: 1, away: 0)) })
@@ -204,12 +197,7 @@ struct RealBrokerEndToEndTests {
         let joined = Date().timeIntervalSince1970
         let second = try await stack.startWorker(
             configuration: try stack.writeConfiguration(group: "moving", adminPort: ports[1], rules: rules.path), record: records[1], restoring: 1)
-        let shares = try await waitFor("both workers ready with disjoint shares of every partition", timeout: .seconds(60)) { () -> [Set<Int>]? in
-            let shares = try ports.map { port in try WorkerReadiness.of(port: port).flatMap { $0.phase == "ready" ? Set($0.partitions) : nil } }
-            guard let one = shares[0], let two = shares[1], !one.isEmpty, !two.isEmpty, one.isDisjoint(with: two),
-                  one.union(two) == Set(0..<stack.partitions) else { return nil }
-            return [one, two]
-        }
+        let shares = try await disjointShares(ports: ports, partitions: stack.partitions)
         // A while of pushing under the new shares, then the last goal.
         let settled = Date().timeIntervalSince1970
         try await waitFor("the load to run on after the move", timeout: .seconds(30)) { () -> Bool? in
@@ -278,12 +266,7 @@ struct RealBrokerEndToEndTests {
             restoring: stack.partitions)
         let leaving = try await stack.startWorker(
             configuration: try stack.writeConfiguration(group: "leaving", adminPort: ports[1], rules: rules.path), record: records[1], restoring: 1)
-        let kept = try await waitFor("both workers ready with disjoint shares of every partition", timeout: .seconds(60)) { () -> Set<Int>? in
-            let shares = try ports.map { port in try WorkerReadiness.of(port: port).flatMap { $0.phase == "ready" ? Set($0.partitions) : nil } }
-            guard let one = shares[0], let two = shares[1], !one.isEmpty, !two.isEmpty, one.isDisjoint(with: two),
-                  one.union(two) == Set(0..<stack.partitions) else { return nil }
-            return one
-        }
+        let kept = try await disjointShares(ports: ports, partitions: stack.partitions)[0]
         let matches = (0..<12).map { "tansu-leave-\($0)" }
         for (index, match) in matches.enumerated() { try stack.register(token(index, salt: 93), for: "match-\(match)") }
         try stack.produce("sports.scores", matches.map { ($0, goal($0, home: 1, away: 0)) })
@@ -346,6 +329,17 @@ struct RealBrokerEndToEndTests {
         #expect(ended.count == started.count)
         #expect(ended.contains { $0.contains("newOwnerRoutes") }, "no hand-over ended with the new owner routing: \(ended)")
         #expect(try await staying.stop() == 0)
+    }
+
+    /// The shares of the two workers on `ports`, once both are ready and
+    /// own every partition between them, none twice.
+    private func disjointShares(ports: [Int], partitions: Int) async throws -> [Set<Int>] {
+        try await waitFor("both workers ready with disjoint shares of every partition", timeout: .seconds(60)) { () -> [Set<Int>]? in
+            let shares = try ports.map { port in try WorkerReadiness.of(port: port).flatMap { $0.phase == "ready" ? Set($0.partitions) : nil } }
+            guard let one = shares[0], let two = shares[1], !one.isEmpty, !two.isEmpty, one.isDisjoint(with: two),
+                  one.union(two) == Set(0..<partitions) else { return nil }
+            return [one, two]
+        }
     }
 
     /// The sports rules alone: the router group then has only the

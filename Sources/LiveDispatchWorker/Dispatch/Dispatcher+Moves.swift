@@ -89,7 +89,6 @@ extension Dispatcher {
     /// followed before reads from the offsets the group committed for them
     /// when it still consumed them itself, else from the beginning.
     /// Returns the offsets it reads them from (none: the beginning).
-    @discardableResult
     func follow(_ runner: PartitionRunner) async throws(KafkaError) -> [TopicPartition: Int64] {
         let partitions = followerPartitions(runner.number)
         var offsets = try await follower.committedOffsets(for: partitions)

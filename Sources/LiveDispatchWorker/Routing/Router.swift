@@ -39,6 +39,7 @@ public final class Router: Service, Sendable {
 
     let configuration: WorkerConfiguration
     let rules: RuleSetStore
+    let client: KafkaClientConfiguration
     let consumer: KafkaConsumer
     let producer: KafkaProducer
     let logger: Logger
@@ -66,7 +67,6 @@ public final class Router: Service, Sendable {
     /// first commits. When the whole fleet stops nobody takes over, and each
     /// worker waits this long under traffic.
     static let leavingLimit = Duration.seconds(10)
-    let client: KafkaClientConfiguration
     /// Outputs that Kafka refused for now, waiting out their backoff.
     private let retries: RetryTimer
 
@@ -478,8 +478,7 @@ public final class Router: Service, Sendable {
                 (partition: partition, lastRead: state.tracker.lastRead(.init(topic: partition.topic, number: partition.partition)))
             }
         }
-        let partitions = Array(consumer.assignment)
-        try? consumer.pause(partitions)
+        try? consumer.pause(owned.map(\.partition))
         if await othersMayTakeOver(owning: owned.count) {
             let within = min(.seconds(configuration.shutdown.timeout), Self.leavingLimit)
             let now = ContinuousClock.now
