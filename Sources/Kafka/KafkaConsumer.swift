@@ -113,6 +113,19 @@ public final class KafkaConsumer: Service, Sendable {
         try client.commit(nil, asynchronous: false)
     }
 
+    /// Commits the given next-offsets now and waits for the broker's
+    /// answer, blocking the calling thread. A consumer that joins no group
+    /// may commit offsets of partitions it is not assigned.
+    public func commitBlocking(_ offsets: [KafkaCommitOffset]) throws(KafkaError) {
+        try client.commit(offsets, asynchronous: false)
+    }
+
+    /// The group's committed next-offsets for `partitions`, blocking the
+    /// calling thread: for a ``RevocationHandler``.
+    public func committedOffsetsBlocking(for partitions: [TopicPartition], timeout: Duration = .seconds(10)) throws(KafkaError) -> [TopicPartition: Int64] {
+        try client.committed(partitions, timeoutMilliseconds: Int32(clamping: timeout.milliseconds))
+    }
+
     private func markStarted() throws(KafkaError) {
         let alreadyStarted = started.withLock { started in
             defer { started = true }

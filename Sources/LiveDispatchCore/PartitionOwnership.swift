@@ -4,49 +4,83 @@
 /// The group assigns `commands` partitions incrementally (cooperative
 /// rebalancing): a rebalance revokes only the partitions that move, and a
 /// moved partition is assigned to its new owner only after the old owner's
-/// revocation has returned. This machine decides what happens between:
+/// revocation has returned, in a second round of the rebalance. This machine
+/// decides what happens between:
 ///
-/// - **Taken** (`restoring`): a new partition machine restores the
-///   partition's changelogs; the co-partitioned topics (`tokens`, `starts`)
-///   are followed from their committed offsets. No push yet.
+/// - **Taken** (`restoring`): a new partition machine holds the partition's
+///   records. It first waits until the previous owner has let go (the
+///   partition's ``HandOverMark`` is released, or the previous owner's
+///   deadline has passed), claiming the partition if it still lingers; then
+///   it restores the partition's changelogs and follows the co-partitioned
+///   topics (`tokens`, `starts`) from their committed offsets. No push yet.
 /// - **Owned**: restored; the partition pushes.
-/// - **Releasing**: revoked cleanly. No new send or write starts; the sends
-///   and writes already under way are awaited, so what they finish is
-///   committed and the next owner does not do it again, for at most
+/// - **Lingering**: revoked by a rebalance, and still pushed. The group's
+///   second round may take seconds; meanwhile the old owner reads the
+///   partition's commands outside the group and pushes on, so the partition
+///   is never without a pusher. It marks the partition lingering, with the
+///   deadline it lingers to at most (``Configuration/lingerTimeout``), and
+///   stops when the new owner claims it or the deadline passes.
+/// - **Releasing**: no new send or write starts; the sends and writes
+///   already under way are awaited, so what they finish is committed and
+///   the next owner does not do it again, for at most
 ///   ``Configuration/releaseTimeout``. Then it is released: the partition
-///   machine closes, its offsets are committed and its co-partitions are no
-///   longer followed, and only then does the revocation return.
+///   machine closes, its offsets are committed, its co-partitions are no
+///   longer followed and its mark says released. A partition revoked without
+///   lingering (this worker leaving, or lingering off) is released before
+///   the revocation returns.
 ///
 /// A lost assignment (the member was thrown out of the group) is released at
 /// once and commits nothing: another member may own the partition already,
 /// and it redoes whatever was not committed.
+///
+/// The new owner waits for the old owner's release, or until the old
+/// owner's deadline plus its release timeout and ``Configuration/clockSkew``
+/// have passed (an old owner that died mid-linger): two owners never push
+/// one partition at once.
 public struct PartitionOwnership: Sendable {
     public struct Configuration: Sendable, Hashable {
         /// Longest a revoked partition waits for its sends and writes under way.
         public var releaseTimeout: Double
+        /// Longest a partition revoked by a rebalance is still pushed,
+        /// waiting for its next owner's claim; 0 releases it at once.
+        public var lingerTimeout: Double
+        /// How far apart two workers' clocks may be: a new owner waits this
+        /// much longer than the old owner's deadline says.
+        public var clockSkew: Double
 
-        public init(releaseTimeout: Double = 2) {
+        public init(releaseTimeout: Double = 2, lingerTimeout: Double = 0, clockSkew: Double = 0.5) {
             self.releaseTimeout = releaseTimeout
+            self.lingerTimeout = lingerTimeout
+            self.clockSkew = clockSkew
         }
     }
 
     public enum Phase: String, Sendable, Hashable, CaseIterable {
         case restoring
         case owned
+        case lingering
         case releasing
     }
 
     public enum Action: Sendable, Hashable {
-        /// Start owning the partition: a new partition machine, its
-        /// co-partitions followed, its records held until it is restored,
-        /// and its changelogs read.
+        /// Start holding the partition: a new partition machine, its
+        /// records held; read its ``HandOverMark``.
         case take(Int32)
+        /// The previous owner has let go: follow the co-partitions and read
+        /// the changelogs.
+        case restore(Int32)
         /// Restored: let its records flow and push.
         case resume(Int32)
+        /// Revoked, and still pushed: read its commands outside the group
+        /// from where the partition machine stands.
+        case linger(Int32)
+        /// Write the partition's mark.
+        case mark(Int32, HandOverMark)
         /// Revoked: start no new send or write; keep taking the answers of those under way.
         case quiesce(Int32)
         /// Let go: close the partition machine; when `commit`, commit the
-        /// offsets of what it finished; stop following its co-partitions.
+        /// offsets of what it finished; stop following its co-partitions
+        /// (and its commands, when it lingered).
         case release(Int32, commit: Bool)
         case observe(Observation)
     }
@@ -55,9 +89,16 @@ public struct PartitionOwnership: Sendable {
         /// From the assignment to the end of the restore: the part of a move
         /// that the new owner spends.
         case takenOver(Int32, seconds: Double)
-        /// From the revocation to the release: the part of a move that the
-        /// old owner spends. `settled` is false when work under way was cut
-        /// short (the timeout passed or the assignment was lost).
+        /// From the assignment to the previous owner's release, when the
+        /// previous owner still lingered; `released` is false when its
+        /// deadline passed instead.
+        case waitedForRelease(Int32, seconds: Double, released: Bool)
+        /// From the revocation to the end of the linger; `claimed` is false
+        /// when nobody claimed the partition before the deadline.
+        case lingered(Int32, seconds: Double, claimed: Bool)
+        /// From the start of the release to its end. `settled` is false when
+        /// work under way was cut short (the timeout passed or the
+        /// assignment was lost).
         case released(Int32, seconds: Double, settled: Bool)
     }
 
@@ -65,12 +106,22 @@ public struct PartitionOwnership: Sendable {
         var phase: Phase
         /// When the current phase began.
         var since: UnixTime
-        /// When a releasing partition lets go whatever is still under way.
+        /// Releasing: when it lets go whatever is still under way.
+        /// Lingering: when it stops pushing. Restoring: when it stops
+        /// waiting for the previous owner.
         var deadline: UnixTime?
+        /// Restoring: the previous owner has let go; the changelogs are read.
+        var cleared = false
+        /// Restoring: the previous owner was found lingering.
+        var waited = false
+        /// Releasing: it lingered first, so its mark is released with it.
+        var lingered = false
     }
 
     public let configuration: Configuration
     private var entries: [Int32: Entry] = [:]
+    /// This worker is leaving: nothing lingers any more.
+    private var leaving = false
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -87,10 +138,21 @@ public struct PartitionOwnership: Sendable {
     /// Every partition this worker holds, in any phase, in order.
     public var held: [Int32] { entries.keys.sorted() }
 
-    /// The partitions this worker may push for: restored and not revoked.
-    public func mayPush(_ number: Int32) -> Bool { entries[number]?.phase == .owned }
+    /// The partitions whose mark is to be read: taken ones waiting for
+    /// their previous owner, and lingering ones waiting for a claim.
+    public var awaitingMarks: [Int32] {
+        entries.filter { ($0.value.phase == .restoring && !$0.value.cleared) || $0.value.phase == .lingering }.keys.sorted()
+    }
 
-    /// The earliest release deadline; nil when nothing is releasing.
+    /// The partitions this worker may push for: restored and not released yet.
+    public func mayPush(_ number: Int32) -> Bool {
+        switch entries[number]?.phase {
+        case .owned, .lingering: true
+        case .restoring, .releasing, nil: false
+        }
+    }
+
+    /// The earliest deadline of any phase; nil when none is set.
     public var nextDeadline: UnixTime? {
         entries.values.compactMap(\.deadline).min()
     }
@@ -100,9 +162,13 @@ public struct PartitionOwnership: Sendable {
         var actions: [Action] = []
         for number in Set(numbers).sorted() {
             if let entry = entries[number] {
-                guard entry.phase == .releasing else { continue }
-                // Assigned back before its release finished: finish it first.
-                actions += release(number, commit: true, settled: false, now: now)
+                switch entry.phase {
+                case .restoring, .owned:
+                    continue
+                case .lingering, .releasing:
+                    // Assigned back before its release finished: finish it first.
+                    actions += release(number, commit: true, settled: false, now: now)
+                }
             }
             entries[number] = Entry(phase: .restoring, since: now)
             actions.append(.take(number))
@@ -110,9 +176,33 @@ public struct PartitionOwnership: Sendable {
         return actions
     }
 
+    /// The partition's mark was read.
+    public mutating func markRead(_ number: Int32, _ mark: HandOverMark, now: UnixTime) -> [Action] {
+        guard var entry = entries[number] else { return [] }
+        switch (entry.phase, mark) {
+        case (.restoring, _) where entry.cleared:
+            return []
+        case (.restoring, .released):
+            return clear(number, released: true, now: now)
+        case (.restoring, .lingering(let until)), (.restoring, .claimed(let until)):
+            // The old owner pushes until `until`, then takes its release timeout to let go.
+            let deadline = until + (max(0, configuration.releaseTimeout) + max(0, configuration.clockSkew))
+            guard now < deadline else { return clear(number, released: false, now: now) }
+            entry.deadline = deadline
+            entry.waited = true
+            entries[number] = entry
+            if case .lingering = mark { return [.mark(number, .claimed(until: until))] }
+            return []
+        case (.lingering, .claimed):
+            return stopLingering(number, claimed: true, now: now)
+        case (.lingering, _), (.owned, _), (.releasing, _):
+            return []
+        }
+    }
+
     /// The partition's changelogs are read.
     public mutating func restored(_ number: Int32, now: UnixTime) -> [Action] {
-        guard let entry = entries[number], entry.phase == .restoring else { return [] }
+        guard let entry = entries[number], entry.phase == .restoring, entry.cleared else { return [] }
         entries[number] = Entry(phase: .owned, since: now)
         return [.resume(number), .observe(.takenOver(number, seconds: max(0, now - entry.since)))]
     }
@@ -128,14 +218,23 @@ public struct PartitionOwnership: Sendable {
             case (.restoring, false):
                 // Nothing was pushed or written: nothing to wait for.
                 actions += release(number, commit: true, settled: true, now: now)
+            case (.owned, false) where configuration.lingerTimeout > 0 && !leaving:
+                let until = now + configuration.lingerTimeout
+                entries[number] = Entry(phase: .lingering, since: now, deadline: until)
+                actions += [.linger(number), .mark(number, .lingering(until: until))]
             case (.owned, false):
-                entries[number] = Entry(phase: .releasing, since: now, deadline: now + max(0, configuration.releaseTimeout))
-                actions.append(.quiesce(number))
-            case (.releasing, false):
+                actions += quiesce(number, lingered: false, now: now)
+            case (.lingering, false), (.releasing, false):
                 continue
             }
         }
         return actions
+    }
+
+    /// This worker is leaving: what lingers stops, and nothing lingers from now on.
+    public mutating func leave(now: UnixTime) -> [Action] {
+        leaving = true
+        return partitions(in: .lingering).flatMap { stopLingering($0, claimed: false, now: now) }
     }
 
     /// A releasing partition has no send or write under way any more.
@@ -144,15 +243,47 @@ public struct PartitionOwnership: Sendable {
         return release(number, commit: true, settled: true, now: now)
     }
 
-    /// Releases the partitions whose release deadline has passed.
+    /// Acts on every deadline that has passed: releases cut short, lingers
+    /// ended, waits for a previous owner given up.
     public mutating func timerFired(now: UnixTime) -> [Action] {
-        let due = entries.filter { $0.value.deadline.map { $0 <= now } ?? false }.keys.sorted()
-        return due.flatMap { release($0, commit: true, settled: false, now: now) }
+        let due = entries.filter { $0.value.deadline.map { $0 <= now } ?? false }.sorted { $0.key < $1.key }
+        return due.flatMap { number, entry -> [Action] in
+            switch entry.phase {
+            case .releasing: release(number, commit: true, settled: false, now: now)
+            case .lingering: stopLingering(number, claimed: false, now: now)
+            case .restoring: clear(number, released: false, now: now)
+            case .owned: []
+            }
+        }
+    }
+
+    private mutating func clear(_ number: Int32, released: Bool, now: UnixTime) -> [Action] {
+        guard var entry = entries[number] else { return [] }
+        entry.cleared = true
+        entry.deadline = nil
+        entries[number] = entry
+        let waited: [Action] = entry.waited || !released
+            ? [.observe(.waitedForRelease(number, seconds: max(0, now - entry.since), released: released))] : []
+        return [.restore(number)] + waited
+    }
+
+    private mutating func stopLingering(_ number: Int32, claimed: Bool, now: UnixTime) -> [Action] {
+        guard let entry = entries[number], entry.phase == .lingering else { return [] }
+        return [.observe(.lingered(number, seconds: max(0, now - entry.since), claimed: claimed))] + quiesce(number, lingered: true, now: now)
+    }
+
+    private mutating func quiesce(_ number: Int32, lingered: Bool, now: UnixTime) -> [Action] {
+        var entry = Entry(phase: .releasing, since: now, deadline: now + max(0, configuration.releaseTimeout))
+        entry.lingered = lingered
+        entries[number] = entry
+        return [.quiesce(number)]
     }
 
     private mutating func release(_ number: Int32, commit: Bool, settled: Bool, now: UnixTime) -> [Action] {
         guard let entry = entries.removeValue(forKey: number) else { return [] }
         let since = entry.phase == .releasing ? entry.since : now
-        return [.release(number, commit: commit), .observe(.released(number, seconds: max(0, now - since), settled: settled))]
+        let lingered = entry.phase == .lingering || entry.lingered
+        return [.release(number, commit: commit)] + (lingered ? [.mark(number, .released)] : [])
+            + [.observe(.released(number, seconds: max(0, now - since), settled: settled))]
     }
 }

@@ -73,7 +73,7 @@ public struct WorkerHTTPServer: Service {
                 isReady: { dispatcher.isReady },
                 status: {
                     let status = dispatcher.status
-                    return "{\"phase\":\"\(dispatcher.phase.rawValue)\",\"partitions\":\(status.partitions),\"restoring\":\(status.restoring),\"owned\":\(status.owned),\"releasing\":\(status.releasing),\"in_progress\":\(status.outstanding),\"paused\":\(status.paused),\"ready\":\(dispatcher.isReady)}\n"
+                    return "{\"phase\":\"\(dispatcher.phase.rawValue)\",\"partitions\":\(status.partitions),\"restoring\":\(status.restoring),\"owned\":\(status.owned),\"lingering\":\(status.lingering),\"releasing\":\(status.releasing),\"in_progress\":\(status.outstanding),\"paused\":\(status.paused),\"ready\":\(dispatcher.isReady)}\n"
                 }),
             exposition: scrape,
             topics: .init(

@@ -159,7 +159,7 @@ struct RealBrokerEndToEndTests {
         #expect(try await first.stop() == 0)
     }
 
-    @Test("a second worker joins under load: the partitions it takes move with no older state after newer, the others never stop pushing")
+    @Test("a second worker joins under load: the partitions it takes linger on the first until claimed, then move with no older state after newer and no two pushers; the others never stop pushing")
     func partitionsMoveWhileOthersPush() async throws {
         let stack = try await RealBrokerStack()
         let ports = [try freePort(), try freePort()]
@@ -239,9 +239,23 @@ struct RealBrokerEndToEndTests {
                 #expect((gaps.max() ?? 0) < 1.5, "\(match) on kept partition \(partition) went \(gaps.max() ?? 0) s without a push")
                 #expect(final[1][token(index, salt: 91)] == nil, "\(match) on kept partition \(partition) was pushed by the second worker")
             } else {
-                #expect(final[1][token(index, salt: 91)]?.isEmpty == false, "\(match) on moved partition \(partition) was never pushed by its new owner")
+                let receivedAt = { (lines: [RecordedLine]?) in (lines ?? []).compactMap { $0.value["received_at"]?.numberValue } }
+                let old = receivedAt(final[0][token(index, salt: 91)])
+                let new = receivedAt(final[1][token(index, salt: 91)])
+                #expect(!new.isEmpty, "\(match) on moved partition \(partition) was never pushed by its new owner")
+                // One pusher at a time: the old owner's last push came before the new owner's first.
+                #expect((old.max() ?? 0) <= (new.min() ?? .infinity), "\(match) on moved partition \(partition) was pushed by both workers at once")
+                // Pushed on by the lingering old owner until the new one
+                // claimed it: no silence longer than a release, a restore
+                // and a window make.
+                let times = (old + new).sorted().filter { $0 >= joined && $0 <= settled }
+                let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
+                #expect((gaps.max() ?? 0) < 2.5, "\(match) on moved partition \(partition) went \(gaps.max() ?? 0) s without a push")
             }
         }
+        let moves = { (worker: BackgroundProcess) in worker.standardErrorLines.filter { $0.contains("artition") || $0.contains("mark") }.suffix(40) }
+        #expect(first.standardErrorLines.contains { $0.contains("Lingering partition claimed by its next owner") }, "\(moves(first))")
+        #expect(second.standardErrorLines.contains { $0.contains("Previous owner released the partition") }, "\(moves(second))")
         // The goal partitions the router group moved were routed on by the
         // first worker until the second routed them: that is what kept the
         // kept partitions' activities pushing.

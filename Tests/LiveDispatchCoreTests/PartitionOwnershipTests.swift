@@ -5,12 +5,24 @@ import Testing
 struct PartitionOwnershipTests {
     let start = UnixTime(seconds: 1_764_000_000)
 
+    /// Assigns `numbers` and reads a released mark for each: taken, nobody lingering.
+    func take(_ ownership: inout PartitionOwnership, _ numbers: [Int32], now: UnixTime) {
+        _ = ownership.assigned(numbers, now: now)
+        for number in numbers { _ = ownership.markRead(number, .released, now: now) }
+    }
+
     @Test("an assigned partition restores, then owns and pushes; the take-over time is observed")
     func takeAndRestore() {
         var ownership = PartitionOwnership()
         #expect(ownership.assigned([3, 1, 3], now: start) == [.take(1), .take(3)])
         #expect(ownership.phase(of: 1) == .restoring)
         #expect(!ownership.mayPush(1))
+        #expect(ownership.awaitingMarks == [1, 3])
+        // Its restore may not end before its mark was read.
+        #expect(ownership.restored(1, now: start).isEmpty)
+        #expect(ownership.markRead(1, .released, now: start) == [.restore(1)])
+        #expect(ownership.markRead(3, .released, now: start) == [.restore(3)])
+        #expect(ownership.awaitingMarks.isEmpty)
         // Assigned again while held: nothing new.
         #expect(ownership.assigned([1], now: start + 0.1).isEmpty)
         let actions = ownership.restored(1, now: start + 0.75)
@@ -25,7 +37,7 @@ struct PartitionOwnershipTests {
     @Test("a revoked owned partition quiesces, and is released with a commit once settled")
     func releaseWhenSettled() {
         var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2))
-        _ = ownership.assigned([0, 1], now: start)
+        take(&ownership, [0, 1], now: start)
         _ = ownership.restored(0, now: start)
         _ = ownership.restored(1, now: start)
         #expect(ownership.revoked([1], lost: false, now: start + 10) == [.quiesce(1)])
@@ -45,7 +57,7 @@ struct PartitionOwnershipTests {
     @Test("a release that does not settle in time is cut short at its deadline, still committing what was finished")
     func releaseAtDeadline() {
         var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2))
-        _ = ownership.assigned([5], now: start)
+        take(&ownership, [5], now: start)
         _ = ownership.restored(5, now: start)
         _ = ownership.revoked([5], lost: false, now: start + 1)
         #expect(ownership.timerFired(now: start + 3) == [.release(5, commit: true), .observe(.released(5, seconds: 2, settled: false))])
@@ -57,7 +69,7 @@ struct PartitionOwnershipTests {
     @Test("a lost assignment is released at once and commits nothing, in any phase")
     func lost() {
         var ownership = PartitionOwnership()
-        _ = ownership.assigned([0, 1, 2], now: start)
+        take(&ownership, [0, 1, 2], now: start)
         _ = ownership.restored(1, now: start)
         _ = ownership.restored(2, now: start)
         _ = ownership.revoked([2], lost: false, now: start + 1)
@@ -83,7 +95,7 @@ struct PartitionOwnershipTests {
     @Test("assigned back while still releasing: the release finishes first, then a fresh take")
     func assignedWhileReleasing() {
         var ownership = PartitionOwnership()
-        _ = ownership.assigned([7], now: start)
+        take(&ownership, [7], now: start)
         _ = ownership.restored(7, now: start)
         _ = ownership.revoked([7], lost: false, now: start + 1)
         #expect(ownership.assigned([7], now: start + 1.5) == [
@@ -92,7 +104,110 @@ struct PartitionOwnershipTests {
         #expect(ownership.phase(of: 7) == .restoring)
     }
 
-    @Test("random scale events, crashes and lost assignments over 4 workers: no two owners push, every record is pushed, commits never skip one", arguments: 0..<40)
+    @Test("a partition a rebalance revokes lingers and pushes on until its next owner claims it, then releases and marks it released")
+    func lingerUntilClaimed() {
+        var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2, lingerTimeout: 5))
+        take(&ownership, [2], now: start)
+        _ = ownership.restored(2, now: start)
+        let until = start + 15
+        #expect(ownership.revoked([2], lost: false, now: start + 10) == [.linger(2), .mark(2, .lingering(until: until))])
+        #expect(ownership.phase(of: 2) == .lingering)
+        #expect(ownership.mayPush(2))
+        #expect(ownership.awaitingMarks == [2])
+        #expect(ownership.nextDeadline == until)
+        // Its own mark, read back, changes nothing; a claim ends the linger.
+        #expect(ownership.markRead(2, .lingering(until: until), now: start + 11).isEmpty)
+        #expect(ownership.markRead(2, .claimed(until: until), now: start + 13) == [
+            .observe(.lingered(2, seconds: 3, claimed: true)), .quiesce(2),
+        ])
+        #expect(!ownership.mayPush(2))
+        #expect(ownership.phase(of: 2) == .releasing)
+        #expect(ownership.settled(2, now: start + 13.5) == [
+            .release(2, commit: true), .mark(2, .released), .observe(.released(2, seconds: 0.5, settled: true)),
+        ])
+        #expect(ownership.held.isEmpty)
+    }
+
+    @Test("nobody claims a lingering partition: it stops at its deadline and is released as usual")
+    func lingerDeadline() {
+        var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2, lingerTimeout: 5))
+        take(&ownership, [2], now: start)
+        _ = ownership.restored(2, now: start)
+        _ = ownership.revoked([2], lost: false, now: start)
+        #expect(ownership.timerFired(now: start + 4.9).isEmpty)
+        #expect(ownership.timerFired(now: start + 5) == [.observe(.lingered(2, seconds: 5, claimed: false)), .quiesce(2)])
+        #expect(ownership.timerFired(now: start + 7) == [
+            .release(2, commit: true), .mark(2, .released), .observe(.released(2, seconds: 2, settled: false)),
+        ])
+    }
+
+    @Test("a new owner claims a lingering partition and waits for its release before restoring")
+    func newOwnerWaitsForRelease() {
+        var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2, clockSkew: 0.5))
+        let until = start + 5
+        #expect(ownership.assigned([6], now: start + 3) == [.take(6)])
+        #expect(ownership.markRead(6, .lingering(until: until), now: start + 3) == [.mark(6, .claimed(until: until))])
+        #expect(ownership.nextDeadline == start + 7.5)
+        #expect(ownership.restored(6, now: start + 3.2).isEmpty)
+        #expect(ownership.markRead(6, .claimed(until: until), now: start + 3.2).isEmpty)
+        #expect(!ownership.mayPush(6))
+        #expect(ownership.markRead(6, .released, now: start + 3.5) == [.restore(6), .observe(.waitedForRelease(6, seconds: 0.5, released: true))])
+        #expect(ownership.awaitingMarks.isEmpty)
+        #expect(ownership.restored(6, now: start + 3.75) == [.resume(6), .observe(.takenOver(6, seconds: 0.75))])
+    }
+
+    @Test("a previous owner that never releases (it died lingering) is waited for until its deadline, release timeout and clock skew have passed")
+    func newOwnerGivesUpWaiting() {
+        var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2, clockSkew: 0.5))
+        let until = start + 5
+        _ = ownership.assigned([6], now: start)
+        #expect(ownership.markRead(6, .claimed(until: until), now: start).isEmpty)
+        #expect(ownership.timerFired(now: start + 7.4).isEmpty)
+        #expect(ownership.timerFired(now: start + 7.5) == [.restore(6), .observe(.waitedForRelease(6, seconds: 7.5, released: false))])
+        // A mark whose deadline is long past is not waited for at all.
+        _ = ownership.assigned([8], now: start + 20)
+        #expect(ownership.markRead(8, .lingering(until: until), now: start + 20) == [
+            .restore(8), .observe(.waitedForRelease(8, seconds: 0, released: false)),
+        ])
+    }
+
+    @Test("a leaving worker stops lingering, and what it gives up from then on is released at once")
+    func leavingStopsLingering() {
+        var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2, lingerTimeout: 5))
+        take(&ownership, [0, 1], now: start)
+        _ = ownership.restored(0, now: start)
+        _ = ownership.restored(1, now: start)
+        _ = ownership.revoked([0], lost: false, now: start + 1)
+        #expect(ownership.leave(now: start + 2) == [.observe(.lingered(0, seconds: 1, claimed: false)), .quiesce(0)])
+        #expect(ownership.revoked([1], lost: false, now: start + 2) == [.quiesce(1)])
+        #expect(ownership.partitions(in: .releasing) == [0, 1])
+    }
+
+    @Test("assigned back while lingering: released and marked released first, then taken afresh")
+    func assignedBackWhileLingering() {
+        var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2, lingerTimeout: 5))
+        take(&ownership, [4], now: start)
+        _ = ownership.restored(4, now: start)
+        _ = ownership.revoked([4], lost: false, now: start + 1)
+        #expect(ownership.assigned([4], now: start + 3) == [
+            .release(4, commit: true), .mark(4, .released), .observe(.released(4, seconds: 0, settled: false)), .take(4),
+        ])
+    }
+
+    @Test("a mark survives its encoding as an offset; what no writer makes reads as released")
+    func markEncoding() {
+        let until = UnixTime(seconds: 1_764_000_123.456)
+        for mark in [HandOverMark.released, .lingering(until: until), .claimed(until: until)] {
+            #expect(HandOverMark(offset: mark.offset) == mark)
+        }
+        #expect(HandOverMark(offset: nil) == .released)
+        #expect(HandOverMark(offset: -1001) == .released)
+        #expect(HandOverMark(offset: .max).until != nil)
+        #expect(HandOverMark.lingering(until: UnixTime(seconds: .infinity)).offset > 0)
+        #expect(HandOverMark.lingering(until: UnixTime(seconds: -5)).offset == 2)
+    }
+
+    @Test("random scale events, crashes and lost assignments over 4 workers, some lingering and some not: no two owners push, every record is pushed, commits never skip one", arguments: 0..<40)
     func randomizedFleet(seed: UInt64) {
         var fleet = FleetModel(seed: seed, partitions: 6)
         for _ in 0..<400 { fleet.step() }
@@ -113,7 +228,11 @@ struct PartitionOwnershipTests {
 /// order. It checks that only an owner the machine lets push starts a
 /// send, that no two workers may push one partition at once, that a new
 /// owner starts at a committed offset below which every record was pushed,
-/// and that every record is pushed once everything settles.
+/// and that every record is pushed once everything settles. Some workers
+/// linger (as a fleet part-way through a configuration change would): a
+/// lingering owner reads on outside the group and commits nothing of its
+/// commands, and the workers meet through one ``HandOverMark`` per
+/// partition, read and written at random moments.
 struct FleetModel {
     struct Runner {
         /// The next offset to read (read = its send started).
@@ -125,10 +244,12 @@ struct FleetModel {
         /// Every offset below is pushed and may be committed.
         var done: Int64
         var quiesced = false
+        /// Read outside the group since its revocation: its commands are not committed.
+        var lingered = false
     }
 
     struct Worker {
-        var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2))
+        var ownership: PartitionOwnership
         var runners: [Int32: Runner] = [:]
         var alive = true
     }
@@ -142,6 +263,7 @@ struct FleetModel {
     var logEnd: [Int32: Int64] = [:]
     var committed: [Int32: Int64] = [:]
     var pushed: [Int32: Set<Int64>] = [:]
+    var marks: [Int32: HandOverMark] = [:]
     var pushedRecords = 0
     var duplicates = 0
     var violations: [String] = []
@@ -149,8 +271,13 @@ struct FleetModel {
     init(seed: UInt64, partitions: Int32) {
         generator = SplitMix64(seed: seed)
         self.partitions = partitions
-        workers = [Worker()]
+        workers = []
+        workers = [newWorker()]
         rebalance()
+    }
+
+    private mutating func newWorker() -> Worker {
+        Worker(ownership: PartitionOwnership(configuration: .init(releaseTimeout: 2, lingerTimeout: generator.below(3) == 0 ? 0 : 3)))
     }
 
     mutating func step() {
@@ -158,10 +285,11 @@ struct FleetModel {
         switch generator.below(100) {
         case 0..<40: append()
         case 40..<70: progress()
-        case 70..<78: completeRestores()
+        case 70..<75: completeRestores()
+        case 75..<78: readMarks()
         case 78..<84: autoCommit()
         case 84..<90 where workers.filter(\.alive).count < 4:
-            workers.append(Worker())
+            workers.append(newWorker())
             rebalance()
         case 90..<95 where workers.filter(\.alive).count > 1:
             leave(pick(alive: true), crash: generator.below(3) == 0)
@@ -169,13 +297,18 @@ struct FleetModel {
             loseAssignment(pick(alive: true))
         default: append()
         }
+        timers()
         checkSinglePusher()
     }
 
     mutating func settle() {
         for _ in 0..<200 {
+            now = now + 0.1
+            readMarks()
+            timers()
             completeRestores()
             progress(all: true)
+            checkSinglePusher()
         }
         for (index, worker) in workers.enumerated() where worker.alive {
             for number in worker.runners.keys { fold(index, number) }
@@ -242,7 +375,7 @@ struct FleetModel {
 
     private mutating func autoCommit() {
         for index in workers.indices where workers[index].alive {
-            for (number, runner) in workers[index].runners where workers[index].ownership.phase(of: number) != nil {
+            for (number, runner) in workers[index].runners where workers[index].ownership.phase(of: number) != nil && !runner.lingered {
                 commit(number, runner.done)
             }
         }
@@ -264,13 +397,17 @@ struct FleetModel {
                 let unpushed = (0..<from).filter { !(pushed[number]?.contains($0) ?? false) }
                 if !unpushed.isEmpty { violations.append("partition \(number): taken at \(from) with \(unpushed.prefix(3)) never pushed") }
                 workers[index].runners[number] = Runner(position: from, done: from)
-            case .resume:
+            case .resume, .restore:
                 break
+            case .linger(let number):
+                workers[index].runners[number]?.lingered = true
+            case .mark(let number, let mark):
+                marks[number] = mark
             case .quiesce(let number):
                 workers[index].runners[number]?.quiesced = true
             case .release(let number, let shouldCommit):
                 fold(index, number)
-                if shouldCommit, let runner = workers[index].runners[number] { commit(number, runner.done) }
+                if shouldCommit, let runner = workers[index].runners[number], !runner.lingered { commit(number, runner.done) }
                 workers[index].runners[number] = nil
             case .observe:
                 break
@@ -301,7 +438,7 @@ struct FleetModel {
             apply(index, workers[index].ownership.timerFired(now: now))
             if rounds > 100 { violations.append("worker \(index): release never finished"); return }
         }
-        for number in numbers where workers[index].runners[number] != nil {
+        for number in numbers where workers[index].runners[number] != nil && workers[index].ownership.phase(of: number) != .lingering {
             violations.append("worker \(index): partition \(number) still held after its revocation returned")
         }
     }
@@ -329,6 +466,7 @@ struct FleetModel {
 
     private mutating func leave(_ index: Int, crash: Bool) {
         if !crash {
+            apply(index, workers[index].ownership.leave(now: now))
             // SIGTERM: the consumer's close revokes everything it holds.
             revoke(index, workers[index].ownership.held, lost: false)
         }
@@ -345,12 +483,40 @@ struct FleetModel {
         rebalance()
     }
 
+    /// Workers read the marks of the partitions waiting for one, some of them.
+    private mutating func readMarks() {
+        for index in workers.indices where workers[index].alive {
+            for number in workers[index].ownership.awaitingMarks where generator.below(2) == 0 {
+                apply(index, workers[index].ownership.markRead(number, marks[number] ?? .released, now: now))
+            }
+        }
+    }
+
+    /// Each worker's timer, and the releases that run outside a revocation
+    /// (lingered partitions): some answers arrive, and a partition with
+    /// nothing under way is settled.
+    private mutating func timers() {
+        for index in workers.indices where workers[index].alive {
+            apply(index, workers[index].ownership.timerFired(now: now))
+            for number in workers[index].ownership.partitions(in: .releasing) {
+                guard var runner = workers[index].runners[number] else { continue }
+                for offset in runner.inFlight.sorted() where generator.below(3) == 0 {
+                    runner.inFlight.remove(offset)
+                    runner.completed.insert(offset)
+                }
+                workers[index].runners[number] = runner
+                fold(index, number)
+                if runner.inFlight.isEmpty { apply(index, workers[index].ownership.settled(number, now: now)) }
+            }
+        }
+    }
+
     private mutating func checkSinglePusher() {
         for number in 0..<partitions {
             let pushers = workers.indices.filter { workers[$0].alive && workers[$0].ownership.mayPush(number) }
             if pushers.count > 1 { violations.append("partition \(number): workers \(pushers) may push at once") }
             for index in workers.indices where workers[index].alive && workers[index].ownership.mayPush(number) {
-                if assignment[number] != index { violations.append("partition \(number): worker \(index) may push without the assignment") }
+                if assignment[number] != index, workers[index].ownership.phase(of: number) != .lingering { violations.append("partition \(number): worker \(index) may push without the assignment") }
             }
         }
     }

@@ -466,7 +466,7 @@ async function loadMetrics() {
       ["phase", status.phase, "metric-phase"],
       ["partitions owned", (status.owned || []).length, "metric-partitions"],
       ["partitions moving in", (status.restoring || []).length, "metric-partitions-restoring"],
-      ["partitions moving out", (status.releasing || []).length, "metric-partitions-releasing"],
+      ["partitions moving out", (status.lingering || []).length + (status.releasing || []).length, "metric-partitions-releasing"],
       ["in progress", status.in_progress, "metric-in-progress"],
       ["pushes delivered", delivered, "metric-delivered"],
       ["pushes not delivered", pushes === null ? null : pushes - (delivered || 0), "metric-failed"],

@@ -201,6 +201,7 @@ struct ConfigurationKey: Sendable {
         ConfigurationKey(path: "http.api_keys", kind: .apiKeys) { if case .apiKeys(let v) = $1 { $0.http.apiKeys = v } },
         .duration("shutdown.timeout", \.shutdown.timeout),
         .duration("shutdown.release_timeout", \.shutdown.releaseTimeout),
+        .duration("shutdown.linger_timeout", \.shutdown.lingerTimeout),
     ] + tracing + webhooks
 
     static let byPath: [String: ConfigurationKey] = Dictionary(uniqueKeysWithValues: all.map { ($0.path, $0) })

@@ -4,7 +4,7 @@ import LiveDispatchCore
 
 /// How partitions move in and out of this worker: ``PartitionOwnership``
 /// decides, these functions do the I/O (a new runner and its restore, the
-/// co-partitions followed and let go, the release on revocation).
+/// co-partitions followed and let go, the linger, the marks, the release).
 extension Dispatcher {
     func perform(_ actions: [PartitionOwnership.Action]) {
         // Released partitions are let go together: one commit of what they finished.
@@ -17,36 +17,57 @@ extension Dispatcher {
             switch action {
             case .take(let number):
                 take(number)
+            case .restore(let number):
+                if let runner = runner(number) { stage.schedule { [self] in await restore(runner) } }
             case .resume(let number):
                 resumeRestored(number)
+            case .linger(let number):
+                linger(number)
+            case .mark(let number, let mark):
+                write(mark, of: number)
             case .quiesce(let number):
                 runner(number)?.quiesce()
             case .release:
                 break
             case .observe(let observation):
-                metrics.handover(observation)
-                switch observation {
-                case .takenOver(let number, let seconds):
-                    logger.info("Partition taken over", metadata: ["kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))"])
-                case .released(let number, let seconds, let settled):
-                    logger.info("Partition released", metadata: [
-                        "kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))", "handover.settled": "\(settled)",
-                    ])
-                }
+                observe(observation)
             }
         }
         reportPartitions()
     }
 
-    /// The revocation handler, on the group consumer's poll thread: releases
-    /// the revoked partitions before the consumer commits and unassigns them,
-    /// waiting (within `shutdown.release_timeout`) for the sends and writes
-    /// under way in those it owned.
+    private func observe(_ observation: PartitionOwnership.Observation) {
+        metrics.handover(observation)
+        switch observation {
+        case .takenOver(let number, let seconds):
+            logger.info("Partition taken over", metadata: ["kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))"])
+        case .waitedForRelease(let number, let seconds, let released):
+            logger.info(released ? "Previous owner released the partition" : "Previous owner's deadline passed; taking the partition", metadata: [
+                "kafka.partition": "\(number)", "handover.wait_seconds": "\(String(format: "%.3f", seconds))",
+            ])
+        case .lingered(let number, let seconds, let claimed):
+            logger.info(claimed ? "Lingering partition claimed by its next owner" : "Lingering partition's deadline passed", metadata: [
+                "kafka.partition": "\(number)", "handover.linger_seconds": "\(String(format: "%.3f", seconds))",
+            ])
+        case .released(let number, let seconds, let settled):
+            logger.info("Partition released", metadata: [
+                "kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))", "handover.settled": "\(settled)",
+            ])
+        }
+    }
+
+    /// The revocation handler, on the group consumer's poll thread. A
+    /// partition revoked by a rebalance lingers: its commands are read on
+    /// the follower from where its machine stands, and it is marked so
+    /// before the revocation returns (and the group can assign it
+    /// elsewhere). Any other is released before the consumer commits and
+    /// unassigns it, waiting (within `shutdown.release_timeout`) for the
+    /// sends and writes under way in those it owned.
     func revoking(_ partitions: [TopicPartition], lost: Bool) {
         let numbers = partitions.filter { $0.topic == configuration.topic(.commands) }.map(\.partition)
         perform(ownership.withLock { $0.revoked(numbers, lost: lost, now: clock()) })
         while true {
-            let releasing = ownership.withLock { $0.partitions(in: .releasing) }
+            let releasing = ownership.withLock { $0.partitions(in: .releasing) }.filter(numbers.contains)
             guard !releasing.isEmpty else { return }
             let settled = releasing.filter { runner($0)?.isSettled ?? true }
             let actions = ownership.withLock { ownership in
@@ -76,9 +97,10 @@ extension Dispatcher {
                 ])
             }
         }
+        let lingered = lingering.withLock { lingering in numbers.filter { lingering.remove($0) != nil } }
         followed.withLock { followed in
             followed.subtract(numbers)
-            do { try follower.unassign(numbers.flatMap(followerPartitions)) } catch {
+            do { try follower.unassign(numbers.flatMap(followerPartitions) + lingered.map(commandsPartition)) } catch {
                 logger.warning("Unassigning released partitions' tokens and starts failed", metadata: ["kafka.partitions": "\(numbers)", "kafka.error": "\(error)"])
             }
         }
@@ -105,6 +127,71 @@ extension Dispatcher {
         return offsets
     }
 
+    func commandsPartition(_ number: Int32) -> TopicPartition {
+        TopicPartition(topic: configuration.topic(.commands), partition: number)
+    }
+
+    /// Reads a revoked partition's commands on the follower, from the
+    /// offset after the last one its machine took in (else from the
+    /// group's commit): the partition pushes on until it is claimed.
+    func linger(_ number: Int32) {
+        guard let runner = runner(number) else { return }
+        let partition = commandsPartition(number)
+        do {
+            var next = runner.nextCommandOffset.load(ordering: .relaxed)
+            if next < 0 { next = try consumer.committedOffsetsBlocking(for: [partition], timeout: .seconds(5))[partition] ?? 0 }
+            lingering.withLock { _ = $0.insert(number) }
+            try follower.assign([partition], offsets: [partition: next])
+            logger.info("Partition revoked; pushing it until its next owner claims it", metadata: ["kafka.partition": "\(number)", "kafka.offset": "\(next)"])
+        } catch {
+            // Its records stop here; the next owner reads them again.
+            logger.warning("Reading a lingering partition's commands failed; it pushes only what it holds", metadata: [
+                "kafka.partition": "\(number)", "kafka.error": "\(error)",
+            ])
+        }
+    }
+
+    /// Writes the partition's ``HandOverMark``, waiting for the broker: a
+    /// lingering mark is in place before the revocation returns, a released
+    /// one after the release's commit.
+    func write(_ mark: HandOverMark, of number: Int32) {
+        do { try follower.commitBlocking([KafkaCommitOffset(topicPartition: commandsPartition(number), offset: mark.offset)]) } catch {
+            logger.warning("Writing a partition's hand-over mark failed; the other owner waits for the deadline instead", metadata: [
+                "kafka.partition": "\(number)", "handover.mark": "\(mark)", "kafka.error": "\(error)",
+            ])
+        }
+    }
+
+    /// Every 50 ms: reads the marks of the partitions waiting for one (a
+    /// taken partition's previous owner, a lingering partition's claim),
+    /// finishes the releases of lingered partitions whose sends are
+    /// answered, and acts on passed deadlines.
+    func watchHandOvers() async {
+        while !Task.isCancelled {
+            let awaiting = ownership.withLock(\.awaitingMarks)
+            var actions: [PartitionOwnership.Action] = []
+            if !awaiting.isEmpty {
+                do {
+                    let marks = try await follower.committedOffsets(for: awaiting.map(commandsPartition), timeout: .seconds(2))
+                    actions += ownership.withLock { ownership in
+                        let now = clock()
+                        return awaiting.flatMap { ownership.markRead($0, HandOverMark(offset: marks[commandsPartition($0)]), now: now) }
+                    }
+                } catch {
+                    logger.warning("Reading hand-over marks failed; retrying", metadata: ["kafka.partitions": "\(awaiting)", "kafka.error": "\(error)"])
+                }
+            }
+            let releasing = ownership.withLock { $0.partitions(in: .releasing) }
+            let settled = releasing.filter { runner($0)?.isSettled ?? true }
+            actions += ownership.withLock { ownership in
+                let now = clock()
+                return settled.flatMap { ownership.settled($0, now: now) } + ownership.timerFired(now: now)
+            }
+            if !actions.isEmpty { perform(actions) }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
     func take(_ number: Int32) {
         let runner = PartitionRunner(
             number: number, configuration: configuration.partitionDispatcher, eventLoop: eventLoops.next(),
@@ -125,8 +212,7 @@ extension Dispatcher {
             return
         }
         do { try pause([number]) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
-        logger.info("Partition assigned; restoring its state and tokens", metadata: ["kafka.partition": "\(number)"])
-        stage.schedule { [self] in await restore(runner) }
+        logger.info("Partition assigned; reading its hand-over mark", metadata: ["kafka.partition": "\(number)"])
     }
 
     /// A restored partition's records flow, unless back-pressure holds the

@@ -22,10 +22,14 @@ import Synchronization
 /// co-partitions are read by a second consumer that joins no group and
 /// assigns them itself; its offsets are committed under
 /// `<group_id>.copartitions`, where the next owner finds them.
-/// ``PartitionOwnership`` decides each partition's moves; a revoked
-/// partition is released (sends and writes under way awaited, offsets
-/// committed) before the revocation returns, so its next owner never pushes
-/// while it still does.
+/// ``PartitionOwnership`` decides each partition's moves. A partition a
+/// rebalance revokes lingers: this worker reads its commands on the second
+/// consumer and pushes on until its next owner claims it, through the
+/// partition's ``HandOverMark`` (kept under the same group); a new owner
+/// waits for that mark to say released before it restores. A partition
+/// revoked as this worker leaves is released (sends and writes under way
+/// awaited, offsets committed) before the revocation returns. Either way
+/// two workers never push one partition at once.
 ///
 /// Each partition has its own lock and its own timer; the only state shared
 /// across partitions is the table of runners (looked up per record) and the
@@ -60,7 +64,8 @@ public final class Dispatcher: Service, Sendable {
     let configuration: WorkerConfiguration
     /// The group member: `commands`.
     let consumer: KafkaConsumer
-    /// The co-partitions (`tokens`, `starts`) of the partitions the group assigned.
+    /// The co-partitions (`tokens`, `starts`) of the partitions the group
+    /// assigned, the `commands` of those lingering, and the marks.
     let follower: KafkaConsumer
     let producer: KafkaProducer
     let reader: KafkaPartitionReader
@@ -79,6 +84,10 @@ public final class Dispatcher: Service, Sendable {
     /// while assigning or unassigning them, so a release and a late
     /// assignment of the same partition never interleave.
     let followed = Mutex<Set<Int32>>([])
+    /// The lingering partitions, whose commands the follower reads: their
+    /// commands' offsets are not committed (the group no longer assigns
+    /// them to this worker; the next owner reads the repeats as repeats).
+    let lingering = Mutex<Set<Int32>>([])
     let gate: Mutex<BackpressureGate>
     private let outstandingTotal = Atomic<Int>(0)
     private let backlogNow = Atomic<Int>(0)
@@ -119,7 +128,8 @@ public final class Dispatcher: Service, Sendable {
             configuration: consumerConfiguration, topics: [configuration.topic(.commands)], logger: logger,
             onRevocation: { partitions, lost in revocations.handler.withLock { $0 }?(partitions, lost) })
         self.follower = try KafkaConsumer(assigningManually: followerConfiguration, logger: logger)
-        self.ownership = Mutex(PartitionOwnership(configuration: .init(releaseTimeout: configuration.shutdown.releaseTimeout)))
+        self.ownership = Mutex(PartitionOwnership(configuration: .init(
+            releaseTimeout: configuration.shutdown.releaseTimeout, lingerTimeout: configuration.shutdown.lingerTimeout)))
         self.producer = producer
         self.reader = KafkaPartitionReader(configuration: client, logger: logger)
         self.sender = sender
@@ -174,6 +184,8 @@ public final class Dispatcher: Service, Sendable {
         public var partitions: [Int32]
         public var restoring: [Int32]
         public var owned: [Int32]
+        /// Revoked, and still pushed until the next owner claims them.
+        public var lingering: [Int32]
         public var releasing: [Int32]
         public var outstanding: Int
         public var paused: Bool
@@ -183,7 +195,7 @@ public final class Dispatcher: Service, Sendable {
         let ownership = ownership.withLock { $0 }
         return Status(
             partitions: ownership.held, restoring: ownership.partitions(in: .restoring), owned: ownership.partitions(in: .owned),
-            releasing: ownership.partitions(in: .releasing), outstanding: outstandingTotal.load(ordering: .relaxed),
+            lingering: ownership.partitions(in: .lingering), releasing: ownership.partitions(in: .releasing), outstanding: outstandingTotal.load(ordering: .relaxed),
             paused: gate.withLock { $0.isPaused })
     }
 
@@ -219,7 +231,7 @@ public final class Dispatcher: Service, Sendable {
         let follower = self.follower
         try await stage.run(
             handle: { self.handle($0) },
-            sideTasks: [{
+            sideTasks: [{ await self.watchHandOvers() }, {
                 await withDiscardingTaskGroup { group in
                     group.addTask {
                         await withTaskCancellationHandler {
@@ -303,7 +315,8 @@ public final class Dispatcher: Service, Sendable {
     @discardableResult
     func reportPartitions() -> Int {
         let status = status
-        metrics.partitions(owned: status.partitions.count, restoring: status.restoring.count, releasing: status.releasing.count)
+        metrics.partitions(
+            owned: status.partitions.count, restoring: status.restoring.count, lingering: status.lingering.count, releasing: status.releasing.count)
         return status.restoring.count
     }
 
@@ -352,6 +365,7 @@ public final class Dispatcher: Service, Sendable {
     }
 
     private func commit(_ topic: InternalTopic, _ number: Int32, _ offset: Int64) {
+        if topic == .commands, lingering.withLock({ $0.contains(number) }) { return }
         let partition = TopicPartition(topic: configuration.topic(topic), partition: number)
         do {
             try (topic == .commands ? consumer : follower).storeOffsets([KafkaCommitOffset(topicPartition: partition, offset: offset)])
@@ -512,11 +526,13 @@ public final class Dispatcher: Service, Sendable {
             return Array(table.runners.values)
         }
         try? pause(runners.map(\.number).sorted())
+        // What lingers stops: the watcher releases it once its sends are answered.
+        perform(ownership.withLock { $0.leave(now: clock()) })
         for runner in runners { runner.apply { machine, now in machine.drain(now: now) } }
         let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
         while ContinuousClock.now < deadline {
             let held = table.withLock { Array($0.runners.values) }
-            if held.allSatisfy(\.isIdle) {
+            if held.allSatisfy(\.isIdle), ownership.withLock({ $0.partitions(in: .releasing).isEmpty }) {
                 logger.info("Dispatcher drained")
                 return
             }

@@ -50,7 +50,7 @@ public struct WorkerMetrics: Sendable {
         }
         paused(false)
         routerPaused(false)
-        partitions(owned: 0, restoring: 0, releasing: 0)
+        partitions(owned: 0, restoring: 0, lingering: 0, releasing: 0)
     }
 
     func recordConsumed(_ topic: String) {
@@ -126,15 +126,17 @@ public struct WorkerMetrics: Sendable {
         Gauge(label: "livedispatch_router_paused", dimensions: [], factory: factory).record(isPaused ? 1 : 0)
     }
 
-    func partitions(owned: Int, restoring: Int, releasing: Int) {
+    func partitions(owned: Int, restoring: Int, lingering: Int, releasing: Int) {
         Gauge(label: "livedispatch_assigned_partitions", dimensions: [], factory: factory).record(owned)
         Gauge(label: "livedispatch_partitions_restoring", dimensions: [], factory: factory).record(restoring)
+        Gauge(label: "livedispatch_partitions_lingering", dimensions: [], factory: factory).record(lingering)
         Gauge(label: "livedispatch_partitions_releasing", dimensions: [], factory: factory).record(releasing)
     }
 
     /// A partition moved in (assignment → restored: the new owner's part of
-    /// the time a moved partition has no owner pushing it) or out
-    /// (revocation → released: the old owner's part).
+    /// the time a moved partition has no owner pushing it, of which the
+    /// wait for a lingering previous owner is a part) or out (revocation →
+    /// end of the linger, during which it is still pushed; release).
     func handover(_ observation: PartitionOwnership.Observation) {
         switch observation {
         case .takenOver(_, let seconds):
@@ -142,6 +144,12 @@ public struct WorkerMetrics: Sendable {
                 .recordNanoseconds(Int64(Int(saturating: seconds * 1e9)))
         case .released(_, let seconds, let settled):
             Timer(label: "livedispatch_partition_release_seconds", dimensions: [("settled", settled ? "true" : "false")], factory: factory)
+                .recordNanoseconds(Int64(Int(saturating: seconds * 1e9)))
+        case .lingered(_, let seconds, let claimed):
+            Timer(label: "livedispatch_partition_linger_seconds", dimensions: [("claimed", claimed ? "true" : "false")], factory: factory)
+                .recordNanoseconds(Int64(Int(saturating: seconds * 1e9)))
+        case .waitedForRelease(_, let seconds, let released):
+            Timer(label: "livedispatch_partition_release_wait_seconds", dimensions: [("released", released ? "true" : "false")], factory: factory)
                 .recordNanoseconds(Int64(Int(saturating: seconds * 1e9)))
         }
     }
