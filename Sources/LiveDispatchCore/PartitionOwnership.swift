@@ -26,8 +26,9 @@
 ///   ``Configuration/releaseTimeout``. Then it is released: the partition
 ///   machine closes, its offsets are committed, its co-partitions are no
 ///   longer followed and its mark says released. A partition revoked without
-///   lingering (this worker leaving, or lingering off) is released before
-///   the revocation returns.
+///   lingering (lingering off, or the group's only member leaving, whose
+///   partitions nobody would claim) is released before the revocation
+///   returns.
 ///
 /// A lost assignment (the member was thrown out of the group) is released at
 /// once and commits nothing: another member may own the partition already,
@@ -231,7 +232,9 @@ public struct PartitionOwnership: Sendable {
         return actions
     }
 
-    /// This worker is leaving: what lingers stops, and nothing lingers from now on.
+    /// This worker is leaving and nobody will claim its partitions (it is
+    /// the group's only member): what lingers stops, and nothing lingers
+    /// from now on.
     public mutating func leave(now: UnixTime) -> [Action] {
         leaving = true
         return partitions(in: .lingering).flatMap { stopLingering($0, claimed: false, now: now) }

@@ -8,7 +8,8 @@ typealias StageJob = @Sendable () async -> Void
 /// reads its events in order on one task, runs `sideTasks` beside it, and
 /// runs every job the events create as a child task. On graceful shutdown
 /// `drain` runs first, then the consumer closes (its final commit and leave),
-/// which ends the events and then the jobs.
+/// which ends the events; `afterClose` runs (the side tasks still running),
+/// and then the jobs end.
 struct ConsumerStage: Sendable {
     let consumer: KafkaConsumer
     let jobs: AsyncStream<StageJob>
@@ -28,7 +29,7 @@ struct ConsumerStage: Sendable {
 
     func run(
         handle: @escaping @Sendable (KafkaConsumerEvent) -> Void, sideTasks: [StageJob] = [],
-        drain: @escaping @Sendable () async -> Void
+        drain: @escaping @Sendable () async -> Void, afterClose: @escaping StageJob = {}
     ) async throws {
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
@@ -53,6 +54,7 @@ struct ConsumerStage: Sendable {
                         }
                     }
                     // The consumer closed (after the drain, or on its own): stop the jobs.
+                    await afterClose()
                     jobSink.finish()
                 }
                 for task in sideTasks { group.addTask { await task() } }

@@ -269,7 +269,7 @@ struct RealBrokerEndToEndTests {
         #expect(try await first.stop() == 0)
     }
 
-    @Test("a worker stopping with SIGTERM routes its goal partitions until the other worker does: the other's activities never stop pushing")
+    @Test("a worker stopping with SIGTERM routes its goal partitions until the other worker does and pushes its own until claimed: the other's activities never stop pushing, its own pause briefly")
     func stoppingWorkerHandsItsRoutingOver() async throws {
         let stack = try await RealBrokerStack()
         let ports = [try freePort(), try freePort()]
@@ -315,9 +315,21 @@ struct RealBrokerEndToEndTests {
             let done = matches.indices.allSatisfy { pushes[token($0, salt: 93)]?.last?.contentState["teamOneScore"]?.integerValue == Int64(last) }
             return done ? pushes : nil
         }
+        let left = RealBrokerStack.pushesByToken(records[1])
         for (index, match) in matches.enumerated() {
             let partition = Int(Murmur2Partitioner.partition(forKey: "match-\(match)", partitionCount: stack.partitions))
-            guard kept.contains(partition) else { continue }
+            guard kept.contains(partition) else {
+                // The leaving worker's own: pushed by it until the staying one
+                // claimed them, then by the staying one, never by both at once.
+                let receivedAt = { (lines: [RecordedLine]?) in (lines ?? []).compactMap { $0.value["received_at"]?.numberValue } }
+                let old = receivedAt(left[token(index, salt: 93)])
+                let new = receivedAt(final[token(index, salt: 93)])
+                #expect((old.max() ?? 0) <= (new.filter { $0 >= stopping }.min() ?? .infinity), "\(match) on moved partition \(partition) was pushed by both workers at once")
+                let times = (old + new).sorted()
+                let gaps = zip(times.dropFirst(), times).filter { $0 >= stopping && $1 <= settled }.map { $0 - $1 }
+                #expect((gaps.max() ?? 0) < 2.5, "\(match) on moved partition \(partition) went \(gaps.max() ?? 0) s without a push")
+                continue
+            }
             // Pushed on through the other worker's leave, whichever worker
             // routed its goals: no silence longer than a window and a round of goals.
             // Every silence that overlaps the leave, from the last push before it to the first after.
@@ -342,6 +354,7 @@ struct RealBrokerEndToEndTests {
             }, "no match on a kept partition had its goals routed by the stopping worker: \(handedOver.sorted())")
         #expect(ended.count == started.count)
         #expect(ended.contains { $0.contains("newOwnerRoutes") }, "no hand-over ended with the new owner routing: \(ended)")
+        #expect(leaving.standardErrorLines.contains { $0.contains("Lingering partition claimed by its next owner") })
         #expect(try await staying.stop() == 0)
     }
 

@@ -252,6 +252,12 @@ struct FleetModel {
         var ownership: PartitionOwnership
         var runners: [Int32: Runner] = [:]
         var alive = true
+        /// Stopped with SIGTERM while others remain: out of the group, and
+        /// alive until what it lets linger is claimed and released.
+        var leaving = false
+
+        /// Alive and in the group.
+        var isMember: Bool { alive && !leaving }
     }
 
     var generator: SplitMix64
@@ -264,6 +270,10 @@ struct FleetModel {
     var committed: [Int32: Int64] = [:]
     var pushed: [Int32: Set<Int64>] = [:]
     var marks: [Int32: HandOverMark] = [:]
+    /// Per partition, how far the `state` changelog holds what was pushed:
+    /// a record below is a repeat to its next owner (the snapshot's source
+    /// mark covers it), applied without a send.
+    var snapshotted: [Int32: Int64] = [:]
     var pushedRecords = 0
     var duplicates = 0
     var violations: [String] = []
@@ -288,16 +298,20 @@ struct FleetModel {
         case 70..<75: completeRestores()
         case 75..<78: readMarks()
         case 78..<84: autoCommit()
-        case 84..<90 where workers.filter(\.alive).count < 4:
+        case 84..<90 where workers.filter(\.isMember).count < 4:
             workers.append(newWorker())
             rebalance()
-        case 90..<95 where workers.filter(\.alive).count > 1:
+        case 90..<95 where workers.filter(\.isMember).count > 1:
             leave(pick(alive: true), crash: generator.below(3) == 0)
-        case 95..<97 where workers.filter(\.alive).count > 1:
+        case 95..<97 where workers.filter(\.isMember).count > 1:
             loseAssignment(pick(alive: true))
         default: append()
         }
         timers()
+        for index in workers.indices where workers[index].leaving && workers[index].alive && workers[index].ownership.held.isEmpty {
+            workers[index].alive = false
+            workers[index].runners = [:]
+        }
         checkSinglePusher()
     }
 
@@ -321,7 +335,7 @@ struct FleetModel {
     }
 
     private mutating func pick(alive: Bool) -> Int {
-        let candidates = workers.indices.filter { workers[$0].alive == alive }
+        let candidates = workers.indices.filter { workers[$0].isMember == alive }
         return candidates[generator.below(candidates.count)]
     }
 
@@ -344,6 +358,11 @@ struct FleetModel {
                 let mayPush = workers[index].ownership.mayPush(number)
                 while runner.position < logEnd[number, default: 0], all || generator.below(2) == 0 {
                     guard mayPush, !runner.quiesced else { break }
+                    if runner.position < snapshotted[number, default: 0] {
+                        runner.completed.insert(runner.position)
+                        runner.position += 1
+                        continue
+                    }
                     if revoking { violations.append("worker \(index): partition \(number) pushed after its revocation") }
                     runner.inFlight.insert(runner.position)
                     if pushed[number, default: []].contains(runner.position) { duplicates += 1 }
@@ -363,6 +382,7 @@ struct FleetModel {
         guard var runner = workers[index].runners[number] else { return }
         while runner.completed.remove(runner.done) != nil { runner.done += 1 }
         workers[index].runners[number] = runner
+        snapshotted[number] = max(snapshotted[number, default: 0], runner.done)
     }
 
     private mutating func completeRestores() {
@@ -447,7 +467,7 @@ struct FleetModel {
     /// moved partitions revoked from their owners (each revocation returns
     /// before the partition is assigned elsewhere), then assigned.
     private mutating func rebalance() {
-        let alive = workers.indices.filter { workers[$0].alive }
+        let alive = workers.indices.filter { workers[$0].isMember }
         guard !alive.isEmpty else { return }
         var target: [Int32: Int] = [:]
         for number in 0..<partitions { target[number] = alive[Int(number) % alive.count] }
@@ -465,6 +485,14 @@ struct FleetModel {
     }
 
     private mutating func leave(_ index: Int, crash: Bool) {
+        if !crash, workers[index].ownership.configuration.lingerTimeout > 0 {
+            // SIGTERM with others in the group: the consumer's close revokes
+            // everything, which lingers until claimed.
+            revoke(index, workers[index].ownership.held, lost: false)
+            workers[index].leaving = true
+            rebalance()
+            return
+        }
         if !crash {
             apply(index, workers[index].ownership.leave(now: now))
             // SIGTERM: the consumer's close revokes everything it holds.

@@ -175,8 +175,9 @@ public struct WorkerConfiguration: Sendable, Hashable {
         /// leaving) waits for its sends and writes under way before it is
         /// released; what they had not finished is redone by the next owner.
         public var releaseTimeout: Double = 2
-        /// Longest a partition revoked by a scale event is still pushed by
-        /// this worker, until its next owner claims it (the group assigns it
+        /// Longest a partition revoked by a scale event (or by this
+        /// worker's SIGTERM, when others run) is still pushed by this
+        /// worker, until its next owner claims it (the group assigns it
         /// there only in a second round, which can take seconds); 0 releases
         /// it at once. A new owner waits up to this plus `release_timeout`
         /// for a previous owner that died lingering.

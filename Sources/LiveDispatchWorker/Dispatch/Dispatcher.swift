@@ -68,6 +68,8 @@ public final class Dispatcher: Service, Sendable {
     /// assigned, the `commands` of those lingering, and the marks.
     let follower: KafkaConsumer
     let producer: KafkaProducer
+    /// For the admin client that counts `commands` partitions at shutdown.
+    let client: KafkaClientConfiguration
     let reader: KafkaPartitionReader
     let sender: PushSender
     /// Creates and deletes broadcast activities' channels; nil refuses them.
@@ -131,6 +133,7 @@ public final class Dispatcher: Service, Sendable {
         self.ownership = Mutex(PartitionOwnership(configuration: .init(
             releaseTimeout: configuration.shutdown.releaseTimeout, lingerTimeout: configuration.shutdown.lingerTimeout)))
         self.producer = producer
+        self.client = client
         self.reader = KafkaPartitionReader(configuration: client, logger: logger)
         self.sender = sender
         self.channels = channels
@@ -243,7 +246,7 @@ public final class Dispatcher: Service, Sendable {
                     for await event in follower.events { self.handle(event) }
                 }
             }],
-            drain: { await self.drain() })
+            drain: { await self.drain() }, afterClose: { await self.awaitHandOvers() })
     }
 
     func runner(_ number: Int32) -> PartitionRunner? {
@@ -516,18 +519,22 @@ public final class Dispatcher: Service, Sendable {
 
     /// On shutdown: push what is held at once and wait, within
     /// `shutdown.timeout`, for every partition still held to be idle; then
-    /// the consumer closes, which revokes and releases each partition (what
-    /// it finished committed, its next owner taking over the rest). A
-    /// partition that a rebalance takes away meanwhile is released by it and
-    /// no longer waited for.
+    /// the consumer closes, which revokes each partition. Each lingers, as
+    /// in a scale event, until the worker that takes it over claims it
+    /// (``awaitHandOvers()``), unless this worker holds every `commands`
+    /// partition: then nobody would claim them, and each is released at
+    /// once (what it finished committed, the next start taking over the
+    /// rest). A partition that a rebalance takes away meanwhile is handed
+    /// over by it and no longer waited for here.
     private func drain() async {
         let runners = table.withLock { table in
             table.draining = true
             return Array(table.runners.values)
         }
         try? pause(runners.map(\.number).sorted())
-        // What lingers stops: the watcher releases it once its sends are answered.
-        perform(ownership.withLock { $0.leave(now: clock()) })
+        if await !othersMayTakeOver() {
+            perform(ownership.withLock { $0.leave(now: clock()) })
+        }
         for runner in runners { runner.apply { machine, now in machine.drain(now: now) } }
         let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
         while ContinuousClock.now < deadline {
@@ -539,6 +546,31 @@ public final class Dispatcher: Service, Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         logger.warning("Shutdown timeout reached with work in flight; it is re-delivered to the next owner", metadata: ["shutdown.timeout": "\(configuration.shutdown.timeout)"])
+    }
+
+    /// False when this worker holds every `commands` partition: it is the
+    /// group's only member, and nobody would claim what it lets linger.
+    private func othersMayTakeOver() async -> Bool {
+        let held = ownership.withLock(\.held).count
+        guard held > 0 else { return false }
+        guard let counts = try? await KafkaAdmin(configuration: client, logger: logger).partitionCounts(timeout: .seconds(2)) else { return true }
+        return (counts[configuration.topic(.commands)] ?? 0) > held
+    }
+
+    /// After the consumer closed on shutdown: the partitions it let linger
+    /// are pushed on until their new owners claim them, then released; this
+    /// waits for that, at most until their linger deadline and release
+    /// timeout have passed.
+    private func awaitHandOvers() async {
+        let bound = max(0, configuration.shutdown.lingerTimeout) + max(0, configuration.shutdown.releaseTimeout) + 1
+        let deadline = ContinuousClock.now + .seconds(bound)
+        while ContinuousClock.now < deadline {
+            if ownership.withLock(\.held).isEmpty { return }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        logger.warning("Partitions still held at the end of the shutdown; their next owners redo what they had not finished", metadata: [
+            "kafka.partitions": "\(ownership.withLock(\.held))",
+        ])
     }
 }
 
