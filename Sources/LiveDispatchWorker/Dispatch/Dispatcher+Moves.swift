@@ -162,33 +162,49 @@ extension Dispatcher {
         }
     }
 
-    /// Every 50 ms: reads the marks of the partitions waiting for one (a
-    /// taken partition's previous owner, a lingering partition's claim),
-    /// finishes the releases of lingered partitions whose sends are
-    /// answered, and acts on passed deadlines.
+    /// Reads the marks of the partitions waiting for one (a taken
+    /// partition's previous owner, a lingering partition's claim) every
+    /// 50 ms; beside it, every 20 ms, finishes the releases of lingered
+    /// partitions whose sends are answered and acts on passed deadlines. The
+    /// two run apart so a slow broker never delays a deadline: a lingering
+    /// partition stops on time on this worker's clock, which is what its
+    /// next owner counts on.
     func watchHandOvers() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.readMarks() }
+            group.addTask { await self.keepDeadlines() }
+        }
+    }
+
+    private func readMarks() async {
         while !Task.isCancelled {
             let awaiting = ownership.withLock(\.awaitingMarks)
-            var actions: [PartitionOwnership.Action] = []
             if !awaiting.isEmpty {
                 do {
                     let marks = try await follower.committedOffsets(for: awaiting.map(commandsPartition), timeout: .seconds(2))
-                    actions += ownership.withLock { ownership in
+                    let actions = ownership.withLock { ownership in
                         let now = clock()
                         return awaiting.flatMap { ownership.markRead($0, HandOverMark(offset: marks[commandsPartition($0)]), now: now) }
                     }
+                    if !actions.isEmpty { perform(actions) }
                 } catch {
                     logger.warning("Reading hand-over marks failed; retrying", metadata: ["kafka.partitions": "\(awaiting)", "kafka.error": "\(error)"])
                 }
             }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    private func keepDeadlines() async {
+        while !Task.isCancelled {
             let releasing = ownership.withLock { $0.partitions(in: .releasing) }
             let settled = releasing.filter { runner($0)?.isSettled ?? true }
-            actions += ownership.withLock { ownership in
+            let actions = ownership.withLock { ownership in
                 let now = clock()
                 return settled.flatMap { ownership.settled($0, now: now) } + ownership.timerFired(now: now)
             }
             if !actions.isEmpty { perform(actions) }
-            try? await Task.sleep(for: .milliseconds(50))
+            try? await Task.sleep(for: .milliseconds(20))
         }
     }
 
