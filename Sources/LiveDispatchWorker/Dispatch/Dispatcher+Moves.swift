@@ -182,11 +182,9 @@ extension Dispatcher {
             if !awaiting.isEmpty {
                 do {
                     let marks = try await follower.committedOffsets(for: awaiting.map(commandsPartition), timeout: .seconds(2))
-                    let actions = ownership.withLock { ownership in
-                        let now = clock()
-                        return awaiting.flatMap { ownership.markRead($0, HandOverMark(offset: marks[commandsPartition($0)]), now: now) }
+                    decide { ownership, now in
+                        awaiting.flatMap { ownership.markRead($0, HandOverMark(offset: marks[commandsPartition($0)]), now: now) }
                     }
-                    if !actions.isEmpty { perform(actions) }
                 } catch {
                     logger.warning("Reading hand-over marks failed; retrying", metadata: ["kafka.partitions": "\(awaiting)", "kafka.error": "\(error)"])
                 }
@@ -199,13 +197,21 @@ extension Dispatcher {
         while !Task.isCancelled {
             let releasing = ownership.withLock { $0.partitions(in: .releasing) }
             let settled = releasing.filter { runner($0)?.isSettled ?? true }
-            let actions = ownership.withLock { ownership in
-                let now = clock()
-                return settled.flatMap { ownership.settled($0, now: now) } + ownership.timerFired(now: now)
-            }
-            if !actions.isEmpty { perform(actions) }
+            decide { ownership, now in settled.flatMap { ownership.settled($0, now: now) } + ownership.timerFired(now: now) }
             try? await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// Lets the machine decide and does what it says, counted in
+    /// ``handOversUnderWay`` from before the decision to the end of the
+    /// I/O: a partition the machine lets go is gone from it before its
+    /// release and mark are written, and a worker stopping must not close
+    /// the follower in between.
+    private func decide(_ body: (inout PartitionOwnership, UnixTime) -> [PartitionOwnership.Action]) {
+        handOversUnderWay.add(1, ordering: .sequentiallyConsistent)
+        defer { handOversUnderWay.subtract(1, ordering: .sequentiallyConsistent) }
+        let actions = ownership.withLock { body(&$0, clock()) }
+        if !actions.isEmpty { perform(actions) }
     }
 
     func take(_ number: Int32) {

@@ -90,6 +90,8 @@ public final class Dispatcher: Service, Sendable {
     /// commands' offsets are not committed (the group no longer assigns
     /// them to this worker; the next owner reads the repeats as repeats).
     let lingering = Mutex<Set<Int32>>([])
+    /// Hand-over decisions whose I/O is still under way.
+    let handOversUnderWay = Atomic<Int>(0)
     let gate: Mutex<BackpressureGate>
     private let outstandingTotal = Atomic<Int>(0)
     private let backlogNow = Atomic<Int>(0)
@@ -565,7 +567,7 @@ public final class Dispatcher: Service, Sendable {
         let bound = max(0, configuration.shutdown.lingerTimeout) + max(0, configuration.shutdown.releaseTimeout) + 1
         let deadline = ContinuousClock.now + .seconds(bound)
         while ContinuousClock.now < deadline {
-            if ownership.withLock(\.held).isEmpty { return }
+            if ownership.withLock(\.held).isEmpty, handOversUnderWay.load(ordering: .sequentiallyConsistent) == 0 { return }
             try? await Task.sleep(for: .milliseconds(20))
         }
         logger.warning("Partitions still held at the end of the shutdown; their next owners redo what they had not finished", metadata: [
