@@ -145,6 +145,12 @@ public struct PartitionOwnership: Sendable {
         entries.filter { ($0.value.phase == .restoring && !$0.value.cleared) || $0.value.phase == .lingering }.keys.sorted()
     }
 
+    /// Whether the partition's previous owner has let go, so its changelogs
+    /// may be read (and it is not restored yet).
+    public func mayRestore(_ number: Int32) -> Bool {
+        entries[number].map { $0.phase == .restoring && $0.cleared } ?? false
+    }
+
     /// The partitions this worker may push for: restored and not released yet.
     public func mayPush(_ number: Int32) -> Bool {
         switch entries[number]?.phase {

@@ -18,9 +18,11 @@ struct PartitionOwnershipTests {
         #expect(ownership.phase(of: 1) == .restoring)
         #expect(!ownership.mayPush(1))
         #expect(ownership.awaitingMarks == [1, 3])
-        // Its restore may not end before its mark was read.
+        // Its restore may not start or end before its mark was read.
+        #expect(!ownership.mayRestore(1))
         #expect(ownership.restored(1, now: start).isEmpty)
         #expect(ownership.markRead(1, .released, now: start) == [.restore(1)])
+        #expect(ownership.mayRestore(1))
         #expect(ownership.markRead(3, .released, now: start) == [.restore(3)])
         #expect(ownership.awaitingMarks.isEmpty)
         // Assigned again while held: nothing new.
@@ -28,6 +30,7 @@ struct PartitionOwnershipTests {
         let actions = ownership.restored(1, now: start + 0.75)
         #expect(actions == [.resume(1), .observe(.takenOver(1, seconds: 0.75))])
         #expect(ownership.mayPush(1))
+        #expect(!ownership.mayRestore(1))
         #expect(ownership.partitions(in: .owned) == [1])
         #expect(ownership.partitions(in: .restoring) == [3])
         // A second restore report changes nothing.

@@ -18,7 +18,8 @@ extension Dispatcher {
             case .take(let number):
                 take(number)
             case .restore(let number):
-                if let runner = runner(number) { stage.schedule { [self] in await restore(runner) } }
+                // No runner yet: the take installing it starts the restore.
+                if let runner = runner(number) { startRestore(runner) }
             case .resume(let number):
                 resumeRestored(number)
             case .linger(let number):
@@ -218,23 +219,37 @@ extension Dispatcher {
         let runner = PartitionRunner(
             number: number, configuration: configuration.partitionDispatcher, eventLoop: eventLoops.next(),
             services: services)
+        // Paused before the runner is installed: its restore, which may
+        // start as soon as it is, resumes it at the end.
+        do { try pause([number]) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
         // Under the ownership lock (then the table's): a revocation handled
         // on the poll thread meanwhile either finds this runner and releases
         // it, or has released the partition already and it is not installed.
-        let installed: (Bool, PartitionRunner?) = ownership.withLock { ownership in
-            guard ownership.phase(of: number) == .restoring else { return (false, nil) }
-            return (true, table.withLock { table in
+        // The mark may have been read already (the machine holds the
+        // partition from the assignment on, before this runs): then the
+        // restore starts here.
+        let installed: (Bool, PartitionRunner?, cleared: Bool) = ownership.withLock { ownership in
+            guard ownership.phase(of: number) == .restoring else { return (false, nil, false) }
+            let previous = table.withLock { table in
                 defer { table.runners[number] = runner }
                 return table.runners[number]
-            })
+            }
+            return (true, previous, ownership.mayRestore(number))
         }
         installed.1?.close()
         guard installed.0 else {
             runner.close()
             return
         }
-        do { try pause([number]) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
         logger.info("Partition assigned; reading its hand-over mark", metadata: ["kafka.partition": "\(number)"])
+        if installed.cleared { startRestore(runner) }
+    }
+
+    /// Starts the runner's restore, once: the mark's reader and the take
+    /// may both find it due.
+    func startRestore(_ runner: PartitionRunner) {
+        guard runner.claimRestore() else { return }
+        stage.schedule { [self] in await restore(runner) }
     }
 
     /// A restored partition's records flow, unless back-pressure holds the

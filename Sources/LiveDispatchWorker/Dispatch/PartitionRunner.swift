@@ -47,6 +47,7 @@ final class PartitionRunner: Sendable {
     /// machine: they never wait for the partition's lock, which a large
     /// batch of completions holds for a while under load.
     private let restoringNow = Atomic<Bool>(true)
+    private let restoreClaimed = Atomic<Bool>(false)
     private let sendsInFlightNow = Atomic<Int>(0)
     /// Read by back-pressure under its gate's lock, which must not wait for a partition's.
     private let catchingUpNow = Atomic<Bool>(false)
@@ -74,6 +75,11 @@ final class PartitionRunner: Sendable {
 
     var isRestoring: Bool { restoringNow.load(ordering: .relaxed) }
     var isClosed: Bool { box.withLock { $0.closed } }
+
+    /// True for the first caller only: who starts the restore.
+    func claimRestore() -> Bool {
+        restoreClaimed.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
+    }
     /// Whether no send or write of this partition is waiting for its answer.
     var isSettled: Bool { unanswered.load(ordering: .relaxed) == 0 }
     var isIdle: Bool { box.withLock { $0.machine.isIdle } }
