@@ -519,24 +519,28 @@ public final class Dispatcher: Service, Sendable {
 
     // MARK: Shutdown
 
-    /// On shutdown: push what is held at once and wait, within
-    /// `shutdown.timeout`, for every partition still held to be idle; then
-    /// the consumer closes, which revokes each partition. Each lingers, as
-    /// in a scale event, until the worker that takes it over claims it
-    /// (``awaitHandOvers()``), unless this worker holds every `commands`
-    /// partition: then nobody would claim them, and each is released at
-    /// once (what it finished committed, the next start taking over the
-    /// rest). A partition that a rebalance takes away meanwhile is handed
-    /// over by it and no longer waited for here.
+    /// On shutdown, when other workers will take the partitions over (and
+    /// partitions linger at all, `shutdown.linger_timeout` above 0): nothing
+    /// to do before the consumer closes, which revokes each partition; each
+    /// lingers, as in a scale event, pushing on until the worker that takes
+    /// it over claims it, and is released then (``awaitHandOvers()``).
+    /// When this worker holds every `commands` partition (the group's only
+    /// member), nobody would claim them: it pushes what is held at once and
+    /// waits, within `shutdown.timeout`, for every partition to be idle;
+    /// then the consumer closes, which revokes and releases each partition
+    /// at once (what it finished committed, the next start taking over the
+    /// rest).
     private func drain() async {
         let runners = table.withLock { table in
             table.draining = true
             return Array(table.runners.values)
         }
-        try? pause(runners.map(\.number).sorted())
-        if await !othersMayTakeOver() {
-            perform(ownership.withLock { $0.leave(now: clock()) })
+        if configuration.shutdown.lingerTimeout > 0, await othersMayTakeOver() {
+            logger.info("Stopping; each partition is pushed until the worker taking it over claims it")
+            return
         }
+        perform(ownership.withLock { $0.leave(now: clock()) })
+        try? pause(runners.map(\.number).sorted())
         for runner in runners { runner.apply { machine, now in machine.drain(now: now) } }
         let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
         while ContinuousClock.now < deadline {
