@@ -448,15 +448,7 @@ struct FleetModel {
             for number in workers[index].ownership.partitions(in: .releasing) {
                 // Records already taken in still reach the runner meanwhile.
                 progress(index, number, revoking: true)
-                guard var runner = workers[index].runners[number] else { continue }
-                // Answers arrive for some of the sends under way.
-                for offset in runner.inFlight.sorted() where generator.below(4) == 0 {
-                    runner.inFlight.remove(offset)
-                    runner.completed.insert(offset)
-                }
-                workers[index].runners[number] = runner
-                fold(index, number)
-                if runner.inFlight.isEmpty { apply(index, workers[index].ownership.settled(number, now: now)) }
+                answerSome(index, number, oneIn: 4)
             }
             apply(index, workers[index].ownership.timerFired(now: now))
             if rounds > 100 { violations.append("worker \(index): release never finished"); return }
@@ -529,17 +521,21 @@ struct FleetModel {
     private mutating func timers() {
         for index in workers.indices where workers[index].alive {
             apply(index, workers[index].ownership.timerFired(now: now))
-            for number in workers[index].ownership.partitions(in: .releasing) {
-                guard var runner = workers[index].runners[number] else { continue }
-                for offset in runner.inFlight.sorted() where generator.below(3) == 0 {
-                    runner.inFlight.remove(offset)
-                    runner.completed.insert(offset)
-                }
-                workers[index].runners[number] = runner
-                fold(index, number)
-                if runner.inFlight.isEmpty { apply(index, workers[index].ownership.settled(number, now: now)) }
-            }
+            for number in workers[index].ownership.partitions(in: .releasing) { answerSome(index, number, oneIn: 3) }
         }
+    }
+
+    /// Answers arrive for about one in `oneIn` of a releasing partition's
+    /// sends under way; with none left, it is settled.
+    private mutating func answerSome(_ index: Int, _ number: Int32, oneIn: Int) {
+        guard var runner = workers[index].runners[number] else { return }
+        for offset in runner.inFlight.sorted() where generator.below(oneIn) == 0 {
+            runner.inFlight.remove(offset)
+            runner.completed.insert(offset)
+        }
+        workers[index].runners[number] = runner
+        fold(index, number)
+        if runner.inFlight.isEmpty { apply(index, workers[index].ownership.settled(number, now: now)) }
     }
 
     private mutating func checkSinglePusher() {
