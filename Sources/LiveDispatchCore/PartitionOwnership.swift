@@ -43,7 +43,8 @@ public struct PartitionOwnership: Sendable {
         /// Longest a revoked partition waits for its sends and writes under way.
         public var releaseTimeout: Double
         /// Longest a partition revoked by a rebalance is still pushed,
-        /// waiting for its next owner's claim; 0 releases it at once.
+        /// waiting for its next owner's claim; 0 releases it at once. At
+        /// most ``PartitionOwnership/longestLinger``.
         public var lingerTimeout: Double
         /// How far apart two workers' clocks may be: a new owner waits this
         /// much longer than the old owner's deadline says.
@@ -119,6 +120,11 @@ public struct PartitionOwnership: Sendable {
         var lingered = false
     }
 
+    /// The longest any worker lingers: a mark whose deadline lies further
+    /// ahead (a clock far off, or a mark no worker wrote) is waited for only
+    /// this long.
+    public static let longestLinger: Double = 60
+
     public let configuration: Configuration
     private var entries: [Int32: Entry] = [:]
     /// This worker is leaving: nothing lingers any more.
@@ -193,7 +199,8 @@ public struct PartitionOwnership: Sendable {
             return clear(number, released: true, now: now)
         case (.restoring, .lingering(let until)), (.restoring, .claimed(let until)):
             // The old owner pushes until `until`, then takes its release timeout to let go.
-            let deadline = until + (max(0, configuration.releaseTimeout) + max(0, configuration.clockSkew))
+            let latest = min(until, entry.deadline.map { $0 + -waitAfterDeadline } ?? now + Self.longestLinger)
+            let deadline = latest + waitAfterDeadline
             guard now < deadline else { return clear(number, released: false, now: now) }
             entry.deadline = deadline
             entry.waited = true
@@ -226,7 +233,7 @@ public struct PartitionOwnership: Sendable {
                 // Nothing was pushed or written: nothing to wait for.
                 actions += release(number, commit: true, settled: true, now: now)
             case (.owned, false) where configuration.lingerTimeout > 0 && !leaving:
-                let until = now + configuration.lingerTimeout
+                let until = now + min(configuration.lingerTimeout, Self.longestLinger)
                 entries[number] = Entry(phase: .lingering, since: now, deadline: until)
                 actions += [.linger(number), .mark(number, .lingering(until: until))]
             case (.owned, false):
@@ -264,6 +271,12 @@ public struct PartitionOwnership: Sendable {
             case .owned: []
             }
         }
+    }
+
+    /// How long after an old owner's deadline it may still push: its
+    /// release timeout, and the clocks' skew.
+    private var waitAfterDeadline: Double {
+        max(0, configuration.releaseTimeout) + max(0, configuration.clockSkew)
     }
 
     private mutating func clear(_ number: Int32, released: Bool, now: UnixTime) -> [Action] {

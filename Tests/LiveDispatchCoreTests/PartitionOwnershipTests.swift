@@ -174,6 +174,27 @@ struct PartitionOwnershipTests {
         ])
     }
 
+    @Test("a mark whose deadline lies hours ahead (a clock far off, or written by no worker) is waited for no longer than the longest linger")
+    func farMarkIsCapped() {
+        var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2, clockSkew: 0.5))
+        let until = start + 3600
+        _ = ownership.assigned([3], now: start)
+        #expect(ownership.markRead(3, .lingering(until: until), now: start) == [.mark(3, .claimed(until: until))])
+        #expect(ownership.nextDeadline == start + PartitionOwnership.longestLinger + 2.5)
+        // Reading it again does not push the wait further.
+        #expect(ownership.markRead(3, .claimed(until: until), now: start + 30).isEmpty)
+        #expect(ownership.nextDeadline == start + PartitionOwnership.longestLinger + 2.5)
+        #expect(ownership.timerFired(now: start + PartitionOwnership.longestLinger + 2.5) == [
+            .restore(3), .observe(.waitedForRelease(3, seconds: PartitionOwnership.longestLinger + 2.5, released: false)),
+        ])
+        // A worker configured to linger longer lingers the longest linger.
+        var lingering = PartitionOwnership(configuration: .init(lingerTimeout: 600))
+        _ = lingering.assigned([1], now: start)
+        _ = lingering.markRead(1, .released, now: start)
+        _ = lingering.restored(1, now: start)
+        #expect(lingering.revoked([1], lost: false, now: start) == [.linger(1), .mark(1, .lingering(until: start + PartitionOwnership.longestLinger))])
+    }
+
     @Test("a leaving worker stops lingering, and what it gives up from then on is released at once")
     func leavingStopsLingering() {
         var ownership = PartitionOwnership(configuration: .init(releaseTimeout: 2, lingerTimeout: 5))
