@@ -568,7 +568,8 @@ public final class Dispatcher: Service, Sendable {
     /// waits for that, at most until their linger deadline and release
     /// timeout have passed.
     private func awaitHandOvers() async {
-        let bound = max(0, configuration.shutdown.lingerTimeout) + max(0, configuration.shutdown.releaseTimeout) + 1
+        let linger = min(max(0, configuration.shutdown.lingerTimeout), PartitionOwnership.longestLinger)
+        let bound = linger + max(0, configuration.shutdown.releaseTimeout) + 1
         let deadline = ContinuousClock.now + .seconds(bound)
         while ContinuousClock.now < deadline {
             if ownership.withLock(\.held).isEmpty, handOversUnderWay.load(ordering: .sequentiallyConsistent) == 0 { return }
