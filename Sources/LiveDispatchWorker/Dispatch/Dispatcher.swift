@@ -535,7 +535,10 @@ public final class Dispatcher: Service, Sendable {
             table.draining = true
             return Array(table.runners.values)
         }
-        if configuration.shutdown.lingerTimeout > 0, await othersMayTakeOver() {
+        let held = ownership.withLock(\.held).count
+        if configuration.shutdown.lingerTimeout > 0,
+            await KafkaAdmin.othersMayTakeOver([configuration.topic(.commands)], held: held, configuration: client, logger: logger)
+        {
             logger.info("Stopping; each partition is pushed until the worker taking it over claims it")
             return
         }
@@ -552,15 +555,6 @@ public final class Dispatcher: Service, Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         logger.warning("Shutdown timeout reached with work in flight; it is re-delivered to the next owner", metadata: ["shutdown.timeout": "\(configuration.shutdown.timeout)"])
-    }
-
-    /// False when this worker holds every `commands` partition: it is the
-    /// group's only member, and nobody would claim what it lets linger.
-    private func othersMayTakeOver() async -> Bool {
-        let held = ownership.withLock(\.held).count
-        guard held > 0 else { return false }
-        guard let counts = try? await KafkaAdmin(configuration: client, logger: logger).partitionCounts(timeout: .seconds(2)) else { return true }
-        return (counts[configuration.topic(.commands)] ?? 0) > held
     }
 
     /// After the consumer closed on shutdown: the partitions it let linger

@@ -479,7 +479,7 @@ public final class Router: Service, Sendable {
             }
         }
         try? consumer.pause(owned.map(\.partition))
-        if await othersMayTakeOver(owning: owned.count) {
+        if await KafkaAdmin.othersMayTakeOver(topics, held: owned.count, configuration: client, logger: logger) {
             let within = min(.seconds(configuration.shutdown.timeout), Self.leavingLimit)
             let now = ContinuousClock.now
             perform(handOver.withLock { $0.leaving(owned, now: now, within: within) })
@@ -488,14 +488,6 @@ public final class Router: Service, Sendable {
         while ContinuousClock.now < deadline, state.withLock({ $0.tracker.outstanding }) > 0 {
             try? await Task.sleep(for: .milliseconds(20))
         }
-    }
-
-    /// False when this router owns every partition of its topics (it is the
-    /// group's only member, and nobody would take them over).
-    private func othersMayTakeOver(owning owned: Int) async -> Bool {
-        guard owned > 0 else { return false }
-        guard let counts = try? await KafkaAdmin(configuration: client, logger: logger).partitionCounts(timeout: .seconds(2)) else { return true }
-        return topics.reduce(0) { $0 + (counts[$1] ?? 0) } > owned
     }
 
     /// The hand-over reader as a service of its own, listed before the
