@@ -232,6 +232,7 @@ final class RDKafkaConsumerClient: Sendable {
             logger.info(
                 "Kafka partitions assigned",
                 metadata: ["kafka.partitions": "\(partitions.sorted().map(\.description))"])
+            if cooperative, !closeRequested.load(ordering: .acquiring) { wakeFetchers() }
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             let lost = rd_kafka_assignment_lost(rk) != 0
             let action = assignment.withLock { $0.revoked(partitions, lost: lost) }
@@ -256,10 +257,36 @@ final class RDKafkaConsumerClient: Sendable {
             logger.info(
                 "Kafka partitions revoked",
                 metadata: ["kafka.partitions": "\(partitions.sorted().map(\.description))", "kafka.lost": "\(lost)"])
+            if cooperative, !closeRequested.load(ordering: .acquiring) { wakeFetchers() }
         default:
             logger.warning(
                 "Kafka rebalance error", metadata: ["kafka.error": "\(String(cString: rd_kafka_err2name(error)))"])
             _ = rd_kafka_assign(rk, nil)
+        }
+    }
+
+    /// Gets the fetching of the partitions this member keeps going again
+    /// after a cooperative rebalance callback.
+    ///
+    /// librdkafka pauses every assigned partition while the application
+    /// serves a rebalance and resumes them when the callback assigns or
+    /// unassigns, but the resume does not wake a broker thread left with
+    /// nothing to fetch: it idles until its longest wait (a second) runs
+    /// out, and the kept partitions deliver nothing meanwhile. A ListOffsets
+    /// request for the assignment goes to each leader's broker thread and
+    /// wakes it, and the answer wakes it again once the resume has been
+    /// applied. It runs on a thread of its own, so a slow broker holds up
+    /// nothing here.
+    private func wakeFetchers() {
+        let handle = self.handle
+        DedicatedThread.start(name: "kafka-wake-fetchers") {
+            var current: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+            guard rd_kafka_assignment(handle.pointer, &current) == RD_KAFKA_RESP_ERR_NO_ERROR, let list = current else { return }
+            defer { rd_kafka_topic_partition_list_destroy(list) }
+            guard list.pointee.cnt > 0 else { return }
+            // Asks for the latest offsets; the answer itself is not used.
+            for index in 0..<Int(list.pointee.cnt) { list.pointee.elems[index].offset = Int64(RD_KAFKA_OFFSET_END) }
+            _ = rd_kafka_offsets_for_times(handle.pointer, list, 1_000)
         }
     }
 

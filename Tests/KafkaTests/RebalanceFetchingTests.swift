@@ -1,0 +1,93 @@
+import Foundation
+import Kafka
+import Synchronization
+import Testing
+
+@Suite("Fetching through cooperative rebalances against the embedded cluster")
+struct RebalanceFetchingTests {
+    /// librdkafka pauses every assigned partition while the application
+    /// serves a rebalance and resumes them without waking the broker
+    /// thread, which then idles up to a second with nothing to fetch
+    /// (``KafkaConsumer`` wakes it). A member that keeps its partitions
+    /// through other members joining and leaving reads on at the pace of
+    /// the records: none waits half a second.
+    @Test func aMemberReadsThePartitionsItKeepsWhileOthersJoinAndLeave() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let topic = uniqueName("keep")
+        let group = uniqueName("g")
+        try cluster.createTopic(topic, partitions: 4)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+        var configuration = fastConsumerConfiguration(cluster: cluster, group: group)
+        // No metadata refresh wakes the broker thread in between.
+        configuration.client.properties["topic.metadata.refresh.interval.ms"] = "60000"
+        configuration.client.properties["fetch.wait.max.ms"] = "10"
+
+        // The member finishes what it gives up before letting go, as the
+        // dispatcher does (a hand-over mark written, sends awaited): 100 ms,
+        // long enough for the fetch in flight to end while its partitions
+        // are paused, leaving the broker thread with nothing to fetch.
+        let staying = try KafkaConsumer(
+            configuration: configuration, topics: [topic], logger: testLogger("staying"),
+            onRevocation: { _, _ in usleep(100_000) })
+        // What the member read, when, and how long after each record was produced.
+        let seen = Mutex<[(event: KafkaConsumerEvent, at: Double)]>([])
+        let run = Task { try await staying.run() }
+        let reader = Task {
+            for await event in staying.events {
+                let now = Date().timeIntervalSince1970
+                seen.withLock { $0.append((event, now)) }
+            }
+        }
+        let load = Task {
+            while !Task.isCancelled {
+                for partition in Int32(0)..<4 {
+                    _ = try? producer.enqueue(topic: topic, key: nil, value: Array("tick".utf8), partition: partition)
+                }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        defer { load.cancel() }
+        try await waitFor("the staying member to read every partition") {
+            Set(seen.withLock { $0.compactMap { if case .record(let record) = $0.event { record.partition } else { nil } } }).count == 4 ? true : nil
+        }
+
+        for round in 0..<2 {
+            let other = try ConsumerHarness("other-\(round)", configuration: configuration, topics: [topic], storeOffsets: true)
+            other.start()
+            try await waitFor("a second member to get partitions") {
+                !other.assignment.isEmpty && staying.assignment.count == 2 ? true : nil
+            }
+            try await other.stop()
+            try await waitFor("the staying member to get every partition back") { staying.assignment.count == 4 ? true : nil }
+        }
+        let rebalances = seen.withLock { $0.filter { if case .record = $0.event { false } else { true } }.map(\.at) }
+        try await waitFor("records after the last rebalance") {
+            seen.withLock { $0.last.map { $0.at > (rebalances.last ?? 0) + 0.5 } ?? false } ? true : nil
+        }
+        load.cancel()
+        staying.close()
+        _ = try await run.value
+        _ = await reader.value
+
+        // A record produced while this member owned its partition, whether
+        // other partitions were moving or not, is read at once: records of a
+        // partition it got back are left out (they waited for the move).
+        var ownedSince: [Int32: Double] = [:]
+        var worst = 0.0
+        var judged = 0
+        for (event, at) in seen.withLock({ $0 }) {
+            switch event {
+            case .assigned(let partitions): for partition in partitions { ownedSince[partition.partition] = at }
+            case .revoked(let partitions, _): for partition in partitions { ownedSince[partition.partition] = nil }
+            case .record(let record):
+                let produced = Double(record.timestampMilliseconds ?? 0) / 1000
+                guard let since = ownedSince[record.partition], produced > since, produced > rebalances[0] else { continue }
+                judged += 1
+                worst = max(worst, at - produced)
+            }
+        }
+        #expect(rebalances.count >= 5)
+        #expect(judged > 200)
+        #expect(worst < 0.5, "a record of a kept partition waited \(String(format: "%.3f", worst)) s")
+    }
+}
