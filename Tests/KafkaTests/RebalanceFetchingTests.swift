@@ -3,7 +3,7 @@ import Kafka
 import Synchronization
 import Testing
 
-@Suite("Fetching through cooperative rebalances against the embedded cluster")
+@Suite("Fetching resumed partitions against the embedded cluster")
 struct RebalanceFetchingTests {
     /// librdkafka pauses every assigned partition while the application
     /// serves a rebalance and resumes them without waking the broker
@@ -89,5 +89,61 @@ struct RebalanceFetchingTests {
         #expect(rebalances.count >= 5)
         #expect(judged > 200)
         #expect(worst < 0.5, "a record of a kept partition waited \(String(format: "%.3f", worst)) s")
+    }
+
+    /// A consumer whose every partition was paused (a restore, back-pressure)
+    /// reads again as soon as they are resumed, not when its idle broker
+    /// thread next wakes on its own.
+    @Test func aConsumerWithEveryPartitionPausedReadsAtOnceWhenResumed() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let topic = uniqueName("resume")
+        try cluster.createTopic(topic, partitions: 2)
+        let partitions = [TopicPartition(topic: topic, partition: 0), TopicPartition(topic: topic, partition: 1)]
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+        var configuration = fastConsumerConfiguration(cluster: cluster, group: uniqueName("g"))
+        configuration.client.properties["topic.metadata.refresh.interval.ms"] = "60000"
+        configuration.client.properties["fetch.wait.max.ms"] = "10"
+        let consumer = try KafkaConsumer(assigningManually: configuration, logger: testLogger("resumed"))
+        let seen = Mutex<[(record: KafkaRecord, at: Double)]>([])
+        let run = Task { try await consumer.run() }
+        let reader = Task {
+            for await event in consumer.events {
+                if case .record(let record) = event { seen.withLock { $0.append((record, Date().timeIntervalSince1970)) } }
+            }
+        }
+        let load = Task {
+            while !Task.isCancelled {
+                for partition in partitions {
+                    _ = try? producer.enqueue(topic: topic, key: nil, value: Array("tick".utf8), partition: partition.partition)
+                }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        defer { load.cancel() }
+        try consumer.assign(partitions, offsets: [partitions[0]: 0, partitions[1]: 0])
+        try await waitFor("records of both partitions") { Set(seen.withLock { $0.map(\.record.partition) }).count == 2 ? true : nil }
+
+        var worst = 0.0
+        for round in 0..<5 {
+            try consumer.pause(partitions)
+            // Paused once nothing has arrived for 300 ms (what was fetched drains first).
+            try await waitFor("the consumer to stop reading (round \(round))") {
+                let last = seen.withLock { $0.last?.at ?? 0 }
+                return Date().timeIntervalSince1970 - last > 0.3 ? true : nil
+            }
+            let resumed = Date().timeIntervalSince1970
+            try consumer.resume(partitions)
+            try await waitFor("records produced after the resume (round \(round))") {
+                seen.withLock { $0.contains { Double($0.record.timestampMilliseconds ?? 0) / 1000 > resumed + 0.2 } } ? true : nil
+            }
+            // How long the first records produced after the resume took to arrive.
+            let after = seen.withLock { $0.filter { Double($0.record.timestampMilliseconds ?? 0) / 1000 > resumed } }
+            worst = max(worst, after.map { $0.at - Double($0.record.timestampMilliseconds ?? 0) / 1000 }.max() ?? 0)
+        }
+        load.cancel()
+        consumer.close()
+        _ = try await run.value
+        _ = await reader.value
+        #expect(worst < 0.5, "a record produced after a resume waited \(String(format: "%.3f", worst)) s")
     }
 }

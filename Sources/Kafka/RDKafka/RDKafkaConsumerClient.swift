@@ -19,6 +19,9 @@ final class RDKafkaConsumerClient: Sendable {
     private let pollState = PollThreadState()
     /// A fatal error that ended the poll loop.
     private let fatalError = Mutex<KafkaError?>(nil)
+    /// Whether a ``wakeFetchers()`` request runs, and whether another must follow it.
+    private let waking = Mutex(Waking.idle)
+    private enum Waking { case idle, running, runningAgain }
 
     /// What the poll thread alone touches: the events gathered during one
     /// poll round (the rebalance callback appends to it) and a cache of topic names.
@@ -265,28 +268,43 @@ final class RDKafkaConsumerClient: Sendable {
         }
     }
 
-    /// Gets the fetching of the partitions this member keeps going again
-    /// after a cooperative rebalance callback.
+    /// Gets the fetching of resumed partitions going again: after a
+    /// cooperative rebalance callback, and after ``setPaused(_:paused:)``
+    /// resumes partitions.
     ///
     /// librdkafka pauses every assigned partition while the application
     /// serves a rebalance and resumes them when the callback assigns or
-    /// unassigns, but the resume does not wake a broker thread left with
-    /// nothing to fetch: it idles until its longest wait (a second) runs
-    /// out, and the kept partitions deliver nothing meanwhile. A ListOffsets
-    /// request for the assignment goes to each leader's broker thread and
-    /// wakes it, and the answer wakes it again once the resume has been
-    /// applied. It runs on a thread of its own, so a slow broker holds up
-    /// nothing here.
-    private func wakeFetchers() {
+    /// unassigns; the application pauses partitions itself (back-pressure,
+    /// a partition restoring). A resume does not wake a broker thread left
+    /// with nothing to fetch: it idles until its longest wait (a second)
+    /// runs out, and the resumed partitions deliver nothing meanwhile. A
+    /// ListOffsets request for the assignment goes to each leader's broker
+    /// thread and wakes it, and the answer wakes it again, by when the
+    /// resume has been applied. It runs on a thread of its own, so a slow
+    /// broker holds up nothing here, one at a time: a resume while one runs
+    /// is served by one more request after it.
+    func wakeFetchers() {
+        let start = waking.withLock { waking in
+            defer { waking = waking == .idle ? .running : .runningAgain }
+            return waking == .idle
+        }
+        guard start else { return }
         let handle = self.handle
-        DedicatedThread.start(name: "kafka-wake-fetchers") {
-            var current: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
-            guard rd_kafka_assignment(handle.pointer, &current) == RD_KAFKA_RESP_ERR_NO_ERROR, let list = current else { return }
-            defer { rd_kafka_topic_partition_list_destroy(list) }
-            guard list.pointee.cnt > 0 else { return }
-            // Asks for the latest offsets; the answer itself is not used.
-            for index in 0..<Int(list.pointee.cnt) { list.pointee.elems[index].offset = Int64(RD_KAFKA_OFFSET_END) }
-            _ = rd_kafka_offsets_for_times(handle.pointer, list, 1_000)
+        DedicatedThread.start(name: "kafka-wake-fetchers") { [self] in
+            repeat {
+                var current: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+                if rd_kafka_assignment(handle.pointer, &current) == RD_KAFKA_RESP_ERR_NO_ERROR, let list = current {
+                    if list.pointee.cnt > 0 {
+                        // Asks for the latest offsets; the answer itself is not used.
+                        for index in 0..<Int(list.pointee.cnt) { list.pointee.elems[index].offset = Int64(RD_KAFKA_OFFSET_END) }
+                        _ = rd_kafka_offsets_for_times(handle.pointer, list, 1_000)
+                    }
+                    rd_kafka_topic_partition_list_destroy(list)
+                }
+            } while self.waking.withLock { waking in
+                defer { waking = waking == .runningAgain ? .running : .idle }
+                return waking == .runningAgain
+            }
         }
     }
 
@@ -465,5 +483,6 @@ final class RDKafkaConsumerClient: Sendable {
                     code: .pause, message: "could not \(paused ? "pause" : "resume") \(partitions)", error: error)
             }
         }
+        if !paused { wakeFetchers() }
     }
 }
