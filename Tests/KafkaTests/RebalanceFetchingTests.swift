@@ -12,15 +12,8 @@ struct RebalanceFetchingTests {
     /// through other members joining and leaving reads on at the pace of
     /// the records: none waits half a second.
     @Test func aMemberReadsThePartitionsItKeepsWhileOthersJoinAndLeave() async throws {
-        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
-        let topic = uniqueName("keep")
-        let group = uniqueName("g")
-        try cluster.createTopic(topic, partitions: 4)
-        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
-        var configuration = fastConsumerConfiguration(cluster: cluster, group: group)
-        // No metadata refresh wakes the broker thread in between.
-        configuration.client.properties["topic.metadata.refresh.interval.ms"] = "60000"
-        configuration.client.properties["fetch.wait.max.ms"] = "10"
+        let fixture = try LoadedTopic("keep", partitions: 4)
+        let (topic, configuration) = (fixture.topic, fixture.configuration(group: uniqueName("g")))
 
         // The member finishes what it gives up before letting go, as the
         // dispatcher does (a hand-over mark written, sends awaited): 100 ms,
@@ -38,14 +31,9 @@ struct RebalanceFetchingTests {
                 seen.withLock { $0.append((event, now)) }
             }
         }
-        let load = Task {
-            while !Task.isCancelled {
-                for partition in Int32(0)..<4 {
-                    _ = try? producer.enqueue(topic: topic, key: nil, value: Array("tick".utf8), partition: partition)
-                }
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-        }
+        // A steady pace (not one paced by the broker's answers, whose bursts
+        // hide the idle broker thread this test is about).
+        let load = fixture.load(every: .milliseconds(20))
         defer { load.cancel() }
         try await waitFor("the staying member to read every partition") {
             Set(seen.withLock { $0.compactMap { if case .record(let record) = $0.event { record.partition } else { nil } } }).count == 4 ? true : nil
@@ -80,7 +68,7 @@ struct RebalanceFetchingTests {
             case .assigned(let partitions): for partition in partitions { ownedSince[partition.partition] = at }
             case .revoked(let partitions, _): for partition in partitions { ownedSince[partition.partition] = nil }
             case .record(let record):
-                let produced = Double(record.timestampMilliseconds ?? 0) / 1000
+                let produced = producedAt(record)
                 guard let since = ownedSince[record.partition], produced > since, produced > rebalances[0] else { continue }
                 judged += 1
                 worst = max(worst, at - produced)
@@ -95,14 +83,9 @@ struct RebalanceFetchingTests {
     /// reads again as soon as they are resumed, not when its idle broker
     /// thread next wakes on its own.
     @Test func aConsumerWithEveryPartitionPausedReadsAtOnceWhenResumed() async throws {
-        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
-        let topic = uniqueName("resume")
-        try cluster.createTopic(topic, partitions: 2)
-        let partitions = [TopicPartition(topic: topic, partition: 0), TopicPartition(topic: topic, partition: 1)]
-        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
-        var configuration = fastConsumerConfiguration(cluster: cluster, group: uniqueName("g"))
-        configuration.client.properties["topic.metadata.refresh.interval.ms"] = "60000"
-        configuration.client.properties["fetch.wait.max.ms"] = "10"
+        let fixture = try LoadedTopic("resume", partitions: 2)
+        let partitions = [TopicPartition(topic: fixture.topic, partition: 0), TopicPartition(topic: fixture.topic, partition: 1)]
+        let configuration = fixture.configuration(group: uniqueName("g"))
         let consumer = try KafkaConsumer(assigningManually: configuration, logger: testLogger("resumed"))
         let seen = Mutex<[(record: KafkaRecord, at: Double)]>([])
         let run = Task { try await consumer.run() }
@@ -111,14 +94,7 @@ struct RebalanceFetchingTests {
                 if case .record(let record) = event { seen.withLock { $0.append((record, Date().timeIntervalSince1970)) } }
             }
         }
-        let load = Task {
-            while !Task.isCancelled {
-                for partition in partitions {
-                    _ = try? producer.enqueue(topic: topic, key: nil, value: Array("tick".utf8), partition: partition.partition)
-                }
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-        }
+        let load = fixture.load()
         defer { load.cancel() }
         try consumer.assign(partitions, offsets: [partitions[0]: 0, partitions[1]: 0])
         try await waitFor("records of both partitions") { Set(seen.withLock { $0.map(\.record.partition) }).count == 2 ? true : nil }
@@ -134,11 +110,11 @@ struct RebalanceFetchingTests {
             let resumed = Date().timeIntervalSince1970
             try consumer.resume(partitions)
             try await waitFor("records produced after the resume (round \(round))") {
-                seen.withLock { $0.contains { Double($0.record.timestampMilliseconds ?? 0) / 1000 > resumed + 0.2 } } ? true : nil
+                seen.withLock { $0.contains { producedAt($0.record) > resumed + 0.2 } } ? true : nil
             }
             // How long the first records produced after the resume took to arrive.
-            let after = seen.withLock { $0.filter { Double($0.record.timestampMilliseconds ?? 0) / 1000 > resumed } }
-            worst = max(worst, after.map { $0.at - Double($0.record.timestampMilliseconds ?? 0) / 1000 }.max() ?? 0)
+            let after = seen.withLock { $0.filter { producedAt($0.record) > resumed } }
+            worst = max(worst, after.map { $0.at - producedAt($0.record) }.max() ?? 0)
         }
         load.cancel()
         consumer.close()
@@ -146,4 +122,52 @@ struct RebalanceFetchingTests {
         _ = await reader.value
         #expect(worst < 0.5, "a record produced after a resume waited \(String(format: "%.3f", worst)) s")
     }
+}
+
+/// A fresh topic on a one-broker cluster, written to without pause, and
+/// consumer settings under which nothing but fetching wakes a consumer's
+/// broker thread (no metadata refresh in between, short fetch waits).
+private struct LoadedTopic {
+    let cluster: EmbeddedKafkaCluster
+    let topic: String
+    let partitions: Int32
+    let producer: KafkaProducer
+
+    init(_ name: String, partitions: Int32) throws {
+        cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        topic = uniqueName(name)
+        self.partitions = partitions
+        try cluster.createTopic(topic, partitions: Int(partitions))
+        producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+    }
+
+    func configuration(group: String) -> KafkaConsumerConfiguration {
+        var configuration = fastConsumerConfiguration(cluster: cluster, group: group)
+        configuration.client.properties["topic.metadata.refresh.interval.ms"] = "60000"
+        configuration.client.properties["fetch.wait.max.ms"] = "10"
+        return configuration
+    }
+
+    /// Writes one record to each partition after another until cancelled:
+    /// a round `every` so long, else paced by the broker (each record waits
+    /// until it is stored).
+    func load(every pace: Duration? = nil) -> Task<Void, Never> {
+        Task { [producer, topic, partitions] in
+            while !Task.isCancelled {
+                for partition in 0..<partitions {
+                    if pace != nil {
+                        _ = try? producer.enqueue(topic: topic, key: nil, value: Array("tick".utf8), partition: partition)
+                    } else {
+                        _ = try? await producer.send(topic: topic, key: nil, value: Array("tick".utf8), partition: partition)
+                    }
+                }
+                if let pace { try? await Task.sleep(for: pace) }
+            }
+        }
+    }
+}
+
+/// When `record` was produced, in seconds since the Unix epoch.
+private func producedAt(_ record: KafkaRecord) -> Double {
+    Double(record.timestampMilliseconds ?? 0) / 1000
 }
