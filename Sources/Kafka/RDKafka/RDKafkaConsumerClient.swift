@@ -235,7 +235,6 @@ final class RDKafkaConsumerClient: Sendable {
             logger.info(
                 "Kafka partitions assigned",
                 metadata: ["kafka.partitions": "\(partitions.sorted().map(\.description))"])
-            if cooperative, !closeRequested.load(ordering: .acquiring) { wakeFetchers() }
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             let lost = rd_kafka_assignment_lost(rk) != 0
             let action = assignment.withLock { $0.revoked(partitions, lost: lost) }
@@ -260,12 +259,12 @@ final class RDKafkaConsumerClient: Sendable {
             logger.info(
                 "Kafka partitions revoked",
                 metadata: ["kafka.partitions": "\(partitions.sorted().map(\.description))", "kafka.lost": "\(lost)"])
-            if cooperative, !closeRequested.load(ordering: .acquiring) { wakeFetchers() }
         default:
             logger.warning(
                 "Kafka rebalance error", metadata: ["kafka.error": "\(String(cString: rd_kafka_err2name(error)))"])
             _ = rd_kafka_assign(rk, nil)
         }
+        if cooperative, !closeRequested.load(ordering: .acquiring) { wakeFetchers() }
     }
 
     /// Gets the fetching of resumed partitions going again: after a
