@@ -15,6 +15,8 @@ public struct ScaleRecord: Sendable {
     public let partitions: Int
     /// The `commands` partition of each activity (murmur2 of its id, as the router keys commands).
     public let partitionOf: [Int]
+    /// The `sports.scores` partition of each activity's events (murmur2 of its match id, as the benchmark keys them).
+    public let eventPartitionOf: [Int]
     /// Per activity, per score - 1: when the event raising it to that score was published.
     public private(set) var publishedAt: [[Double]]
     /// Per activity, per score - 1: when the first push of that score or a later one arrived.
@@ -23,6 +25,8 @@ public struct ScaleRecord: Sendable {
     public private(set) var newest: [Int32]
     /// Per partition: when its pushes arrived, in the order read.
     public private(set) var pushTimes: [[Double]]
+    /// Per `sports.scores` partition: when the pushes of its activities arrived.
+    public private(set) var eventPushTimes: [[Double]]
     public private(set) var pushes = 0
     /// Pushes of the score the token already held.
     public private(set) var duplicates = 0
@@ -41,10 +45,14 @@ public struct ScaleRecord: Sendable {
         partitionOf = (0..<activities).map {
             Int(Murmur2Partitioner.partition(forKey: "match-" + FaultScenario.matchID($0), partitionCount: partitions))
         }
+        eventPartitionOf = (0..<activities).map {
+            Int(Murmur2Partitioner.partition(forKey: FaultScenario.matchID($0), partitionCount: partitions))
+        }
         publishedAt = Array(repeating: [], count: activities)
         firstPushAt = Array(repeating: [], count: activities)
         newest = Array(repeating: 0, count: tokens)
         pushTimes = Array(repeating: [], count: partitions)
+        eventPushTimes = Array(repeating: [], count: partitions)
     }
 
     /// The token of index `index`, registered on activity `index % activities`.
@@ -89,6 +97,7 @@ public struct ScaleRecord: Sendable {
             event -= 1
         }
         pushTimes[partitionOf[activity]].append(push.receivedAt)
+        eventPushTimes[eventPartitionOf[activity]].append(push.receivedAt)
         lastPushAt = push.receivedAt
     }
 
@@ -115,9 +124,15 @@ public struct ScaleRecord: Sendable {
     /// Event-to-push latencies, in seconds, of the events published within
     /// `published` on `partitions`, and how many of those were never pushed.
     public func latencies(published window: ClosedRange<Double>, partitions: Set<Int>) -> (seconds: [Double], unpushed: Int) {
+        latencies(published: window) { partitions.contains(partitionOf[$0]) }
+    }
+
+    /// Event-to-push latencies, in seconds, of the events published within
+    /// `published` of the activities `included`, and how many of those were never pushed.
+    public func latencies(published window: ClosedRange<Double>, of included: (Int) -> Bool) -> (seconds: [Double], unpushed: Int) {
         var seconds: [Double] = []
         var unpushed = 0
-        for activity in 0..<activities where partitions.contains(partitionOf[activity]) {
+        for activity in 0..<activities where included(activity) {
             for (event, published) in publishedAt[activity].enumerated() where window.contains(published) {
                 let pushed = firstPushAt[activity][event]
                 if pushed.isNaN { unpushed += 1 } else { seconds.append(pushed - published) }
@@ -132,6 +147,11 @@ public struct ScaleRecord: Sendable {
     /// window's end: the whole window when the partition had no push by then.
     public func longestGap(partition: Int, endingWithin window: ClosedRange<Double>) -> Double {
         Self.longestGap(pushTimes[partition].sorted(), endingWithin: window)
+    }
+
+    /// ``longestGap(partition:endingWithin:)`` for the activities whose events are on `sports.scores` partition `eventPartition`.
+    public func longestGap(eventPartition: Int, endingWithin window: ClosedRange<Double>) -> Double {
+        Self.longestGap(eventPushTimes[eventPartition].sorted(), endingWithin: window)
     }
 
     public static func longestGap(_ sorted: [Double], endingWithin window: ClosedRange<Double>) -> Double {

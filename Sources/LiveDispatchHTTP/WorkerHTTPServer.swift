@@ -71,9 +71,10 @@ public struct WorkerHTTPServer: Service {
             configuration: components.configuration.http,
             health: Health(
                 isReady: { dispatcher.isReady },
-                status: {
+                status: { [router = components.router] in
                     let status = dispatcher.status
-                    return "{\"phase\":\"\(dispatcher.phase.rawValue)\",\"partitions\":\(status.partitions),\"restoring\":\(status.restoring),\"owned\":\(status.owned),\"lingering\":\(status.lingering),\"releasing\":\(status.releasing),\"in_progress\":\(status.outstanding),\"paused\":\(status.paused),\"ready\":\(dispatcher.isReady)}\n"
+                    let routing = router.status
+                    return "{\"phase\":\"\(dispatcher.phase.rawValue)\",\"partitions\":\(status.partitions),\"restoring\":\(status.restoring),\"owned\":\(status.owned),\"lingering\":\(status.lingering),\"releasing\":\(status.releasing),\"in_progress\":\(status.outstanding),\"paused\":\(status.paused),\"routing\":\(Self.byTopic(routing.assigned)),\"handing_over\":\(Self.byTopic(routing.handingOver)),\"ready\":\(dispatcher.isReady)}\n"
                 }),
             exposition: scrape,
             topics: .init(
@@ -94,6 +95,15 @@ public struct WorkerHTTPServer: Service {
                 rulesDirectory: configuration.rules.path, maxEventBytes: configuration.limits.maxEventBytes,
                 read: Self.timeReader(client: components.kafka, logger: components.logger, gate: gate)),
             logger: components.logger, tracer: components.tracing?.tracer, onListening: onListening)
+    }
+
+    /// `{"topic":[partition, …], …}`, topics in order.
+    static func byTopic(_ partitions: [TopicPartition]) -> String {
+        let topics = Dictionary(grouping: partitions, by: \.topic)
+        let members = topics.keys.sorted().map { topic in
+            "\(JSONValue.string(topic).description):\(topics[topic, default: []].map(\.partition).sorted())"
+        }
+        return "{" + members.joined(separator: ",") + "}"
     }
 
     /// A server with its collaborators given as functions.

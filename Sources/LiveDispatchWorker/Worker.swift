@@ -21,6 +21,7 @@ public struct WorkerStartError: Error, Sendable, CustomStringConvertible {
 public struct WorkerComponents: Sendable {
     public let configuration: WorkerConfiguration
     public let dispatcher: Dispatcher
+    public let router: Router
     /// The worker's producer: what the ingest API accepts goes to Kafka through it.
     public let producer: KafkaProducer
     /// The rules in force (hot reloads included).
@@ -201,8 +202,8 @@ public final class Worker: Sendable {
         // Stopped after the dispatcher, which hands it the last outcomes.
         if let webhooks { services.insert(.init(service: webhooks), at: 0) }
         let components = WorkerComponents(
-            configuration: configuration, dispatcher: dispatcher, producer: producer, rules: rules, kafka: client, logger: logger,
-            tracing: tracing)
+            configuration: configuration, dispatcher: dispatcher, router: router, producer: producer, rules: rules, kafka: client,
+            logger: logger, tracing: tracing)
         if !configuration.admin.listen.isEmpty, let http {
             services.append(.init(service: try http(components)))
         }

@@ -26,20 +26,27 @@ struct BenchScaleCommand: AsyncParsableCommand {
             over the matches, each raising its match's score by one. After --step-seconds it moves to each next count of \
             --steps in turn: it starts workers, or stops the most recently started ones with SIGTERM (at the first \
             decrease, one of them with SIGKILL; it does not wait for them to exit), waits until the other workers own \
-            every `commands` partition between them, none restoring (their /status, polled every 100 ms), and keeps \
+            every `commands` partition between them, none moving in or out, in shares that differ by one at most, and \
+            their routers route every sports.scores partition (their /status, polled every 100 ms), and keeps \
             the load on until --step-seconds after the change began (the next change follows at once when the \
             partitions took longer to be owned again). The events' producer is idempotent, so a lagging broker \
             cannot reorder a match's events. \
             Once the load stops it waits until every token holds its match's final score, or nothing was pushed for \
             10 s with nothing in progress, or --drain-timeout.
 
-            Per change it prints the partitions that moved (their owner before the change differs from the owner \
-            after); `unmoved p99`: the 99th percentile, over the events published in the first 10 s of the change \
-            on partitions that did not move, of the time from an event's publication to the simulator accepting the \
-            first push of its match's score or a later one (and that figure minus the window); `moved gap`: per moved \
+            Per change it prints the `commands` partitions that moved (their owner before the change differs from the \
+            owner once the workers settled, or from the owner at the step's end: every partition owned by one worker, \
+            none moving, the shares even) and the sports.scores partitions rerouted (their router's owner changed likewise: a match's \
+            events pass through the router of their sports.scores partition, then the dispatcher of the match's \
+            `commands` partition); `unmoved p99`: the 99th percentile, over the events published in the first 10 s of \
+            the change of matches whose `commands` partition did not move and whose sports.scores partition was not \
+            rerouted, of the time from an event's publication to the simulator accepting the first push of its \
+            match's score or a later one (and that figure minus the window); `rerouted p99`: the same for the matches \
+            whose sports.scores partition was rerouted and whose `commands` partition did not move; `moved gap`: per moved \
             partition, the longest stretch without any push to a match of that partition that ends during the step \
             (from its start until the next change; a stretch still open at the step's end counts to the end), the \
-            longest of them. The gap is a proxy for the outage: at \
+            longest of them; and the share of the machine's CPU (all cores) busy in those 10 s: every process of the \
+            run shares the machine, and so does the broker when it runs here. The gap is a proxy for the outage: at \
             thousands of events per second each partition gets pushes every few milliseconds, so a stretch without one \
             is a partition nobody dispatched. The summary adds pushes of a score older than one the token already held \
             (older-after-newer), matches whose final score some token never received (lost) and pushes of the score \
@@ -66,6 +73,8 @@ struct BenchScaleCommand: AsyncParsableCommand {
         help: "session.timeout.ms of the workers' groups (2000–60000). Tansu holds each round of a rebalance for about half of it.")
     var sessionTimeout = 6000
     @Flag(help: "Keep the logs, configurations and record of pushes (printed at the end).") var keep = false
+    @Flag(help: "Also print, per change, each second of its first 10 s: the p99 of the unmoved, rerouted and moved activities' events published in it.")
+    var timeline = false
 
     /// The first 10 s of a change are the ones its unmoved p99 judges.
     static let judgedSeconds = 10.0
@@ -173,9 +182,28 @@ struct ScaleStep {
     /// Seconds from the beginning of the change until the workers owned every partition between them.
     var settledSeconds: Double
     var moved: Set<Int>
+    /// The sports.scores partitions whose router changed.
+    var rerouted: Set<Int>
     /// Per worker stopped: the signal, and the seconds from the beginning
     /// of the change until it exited (nil while it still ran at the step's end).
     var stopped: [(signal: String, exitSeconds: Double?)]
+}
+
+extension ScaleStep {
+    /// What a change did to a match's path: its events' router and its dispatcher.
+    enum Kind: String, CaseIterable {
+        /// Neither changed.
+        case unmoved
+        /// Its sports.scores partition changed router; its `commands` partition stayed.
+        case rerouted
+        /// Its `commands` partition moved.
+        case moved
+    }
+
+    func kind(of activity: Int, in record: ScaleRecord) -> Kind {
+        if moved.contains(record.partitionOf[activity]) { return .moved }
+        return rerouted.contains(record.eventPartitionOf[activity]) ? .rerouted : .unmoved
+    }
 }
 
 /// One run of `bench scale` on its started processes.
@@ -206,6 +234,7 @@ private struct ScaleRun {
             group.addTask {
                 while !Task.isCancelled {
                     monitor.poll()
+                    monitor.sampleCPU()
                     try? await Task.sleep(for: .milliseconds(100))
                 }
             }
@@ -228,13 +257,23 @@ private struct ScaleRun {
                 let settled = (ContinuousClock.now - begin).seconds
                 emit(String(format: "  %d→%d: partitions owned again after %.1f s", from, to, settled))
                 try await Task.sleep(until: begin + .seconds(command.stepSeconds), clock: .continuous)
-                let moved = Set((0..<command.partitions).filter { owners[$0] != after[$0] })
+                // A partition counts as moved when its owner changed by the
+                // time the workers settled or later in the step: an assignor
+                // may move partitions in more than one rebalance.
+                let last = try await settledOwners(workers: to)
+                let moved = Set((0..<command.partitions).filter {
+                    owners.commands[$0] != after.commands[$0] || after.commands[$0] != last.commands[$0]
+                })
+                let rerouted = Set((0..<command.partitions).filter {
+                    owners.events[$0] != after.events[$0] || after.events[$0] != last.events[$0]
+                })
                 steps.append(ScaleStep(
                     from: from, to: to, start: start, end: Date().timeIntervalSince1970, settledSeconds: settled, moved: moved,
+                    rerouted: rerouted,
                     stopped: stopped.enumerated().map { index, process in
                         (index < (kill ? 1 : 0) ? "SIGKILL" : "SIGTERM", process.exitedAt.map { ($0 - begin).seconds })
                     }))
-                owners = after
+                owners = last
             }
             group.cancelAll()
             try await group.waitForAll()
@@ -246,7 +285,7 @@ private struct ScaleRun {
             throw BenchError(description: "the broker did not take the events published within --drain-timeout (\(error)); offer fewer (--rate)")
         }
         let drained = try await drain(monitor: monitor, fleet: fleet)
-        return report(steps: steps, load: load, record: monitor.record, drained: drained)
+        return report(steps: steps, load: load, record: monitor.record, drained: drained, busy: monitor.busyShare(within:))
     }
 
     /// Publishes goal events at the offered rate, round-robin over the
@@ -280,15 +319,19 @@ private struct ScaleRun {
         emit("published \(offered - refused) events\(refused > 0 ? ", \(refused) refused by the producer's full queue" : "")")
     }
 
-    /// Which worker (admin URL) owns each `commands` partition, once the
-    /// `workers` running own all of them between them, each ready.
-    private func settledOwners(workers: Int) async throws -> [Int: String] {
+    /// Which worker (admin URL) owns each `commands` partition and routes
+    /// each sports.scores partition, once the `workers` running own and
+    /// route all of them between them, each ready.
+    private func settledOwners(workers: Int) async throws -> (commands: [Int: String], events: [Int: String]) {
         let partitions = command.partitions
         return try await waitFor(
-            "\(workers) workers to own the \(partitions) partitions between them", timeout: .seconds(180), longestPause: .milliseconds(100)
-        ) { () -> [Int: String]? in
-            guard let statuses = await stack.fleet.statuses() else { return nil }
-            return WorkerStatus.owners(statuses, workers: workers, partitions: partitions)
+            "\(workers) workers to own and route the \(partitions) partitions between them", timeout: .seconds(180), longestPause: .milliseconds(100)
+        ) { () -> (commands: [Int: String], events: [Int: String])? in
+            guard let statuses = await stack.fleet.statuses(),
+                  let commands = WorkerStatus.owners(statuses, workers: workers, partitions: partitions),
+                  let events = WorkerStatus.routers(statuses, workers: workers, topic: "sports.scores", partitions: partitions)
+            else { return nil }
+            return (commands, events)
         }
     }
 
@@ -315,41 +358,62 @@ private struct ScaleRun {
     }
 
     /// Prints a line per change and the summary; returns whether the run failed.
-    private func report(steps: [ScaleStep], load: ClosedRange<Double>, record: ScaleRecord, drained: Bool) -> Bool {
-        let all = Set(0..<command.partitions)
+    /// `busy`: the share of the machine's CPU busy within a stretch of time.
+    private func report(
+        steps: [ScaleStep], load: ClosedRange<Double>, record: ScaleRecord, drained: Bool, busy: (ClosedRange<Double>) -> Double?
+    ) -> Bool {
+        func share(_ window: ClosedRange<Double>) -> String { busy(window).map { String(format: "%.0f %%", $0 * 100) } ?? "n/a" }
         func milliseconds(_ seconds: Double?) -> String { seconds.map { String(format: "%.0f ms", $0 * 1000) } ?? "n/a" }
-        func p99(_ window: ClosedRange<Double>, _ partitions: Set<Int>) -> (text: String, value: Double?) {
-            let (seconds, unpushed) = record.latencies(published: window, partitions: partitions)
+        func p99(_ window: ClosedRange<Double>, _ included: (Int) -> Bool) -> (text: String, value: Double?) {
+            let (seconds, unpushed) = record.latencies(published: window, of: included)
             let value = ScaleRecord.percentile(0.99, of: seconds)
             guard let value else { return ("n/a", nil) }
             let excess = String(format: "window%+.0f", (value - windowSeconds) * 1000)
             return ("\(milliseconds(value)) (\(excess))\(unpushed > 0 ? ", \(unpushed) events never pushed" : "")", value)
         }
         let firstChange = steps.first?.start ?? load.upperBound
-        let steady = p99(max(load.lowerBound, firstChange - BenchScaleCommand.judgedSeconds)...firstChange, all)
+        let steady = p99(max(load.lowerBound, firstChange - BenchScaleCommand.judgedSeconds)...firstChange) { _ in true }
         emit("before the first change (\(counts[0]) worker\(counts[0] == 1 ? "" : "s")): p99 \(steady.text) over the last \(String(format: "%g", BenchScaleCommand.judgedSeconds)) s")
         var unmovedWorst: Double?
+        var reroutedWorst: Double?
         var gapWorst: Double?
         for step in steps {
             let judged = step.start...min(step.end, step.start + BenchScaleCommand.judgedSeconds)
-            let unmoved = p99(judged, all.subtracting(step.moved))
+            let kind = { (activity: Int) in step.kind(of: activity, in: record) }
+            let unmoved = p99(judged) { kind($0) == .unmoved }
+            let rerouted = p99(judged) { kind($0) == .rerouted }
             let gap = step.moved.map { record.longestGap(partition: $0, endingWithin: step.start...step.end) }.max()
             if let value = unmoved.value { unmovedWorst = max(unmovedWorst ?? 0, value) }
+            if let value = rerouted.value { reroutedWorst = max(reroutedWorst ?? 0, value) }
             if let gap { gapWorst = max(gapWorst ?? 0, gap) }
             let backlog = record.producerBacklog(within: step.start...step.end)
             let exits = step.stopped.map { stopped in
                 stopped.signal + " " + (stopped.exitSeconds.map { String(format: "exited after %.1f s", $0) } ?? "still running at the step's end")
             }
             emit(
-                "step \(step.from)→\(step.to): moved \(step.moved.count) of \(command.partitions) partitions; unmoved partitions p99 \(unmoved.text); "
+                "step \(step.from)→\(step.to): moved \(step.moved.count) of \(command.partitions) partitions, rerouted \(step.rerouted.count); "
+                    + "unmoved partitions p99 \(unmoved.text); rerouted p99 \(rerouted.text); "
                     + "moved partitions without pushes for max \(milliseconds(gap)); all owned again after \(String(format: "%.1f", step.settledSeconds)) s"
+                    + "; machine busy \(share(judged))"
                     + (exits.isEmpty ? "" : "; stopped: \(exits.joined(separator: ", "))")
                     // Over a second of events waiting in this process: the broker fell behind, and the latency shows it.
                     + (backlog > command.rate ? "; up to \(backlog) events waited in this process's producer" : ""))
+            guard command.timeline else { continue }
+            for second in 0..<Int(BenchScaleCommand.judgedSeconds) {
+                let slice = (step.start + Double(second))...(step.start + Double(second + 1))
+                guard slice.lowerBound < step.end else { break }
+                let parts = ScaleStep.Kind.allCases.map { wanted in
+                    let (seconds, unpushed) = record.latencies(published: slice) { kind($0) == wanted }
+                    let value = ScaleRecord.percentile(0.99, of: seconds).map { String(format: "%.0f", $0 * 1000) } ?? "-"
+                    return "\(wanted.rawValue) \(value) ms (\(seconds.count)\(unpushed > 0 ? "+\(unpushed) unpushed" : ""))"
+                }
+                emit("  +\(second) s: p99 " + parts.joined(separator: ", ") + ", machine busy \(share(slice))")
+            }
         }
         let lost = record.lostActivities
         emit(
-            "scale: \(counts.count) steps, unmoved p99 max \(milliseconds(unmovedWorst)), moved gap max \(milliseconds(gapWorst)), "
+            "scale: \(counts.count) steps, unmoved p99 max \(milliseconds(unmovedWorst)), rerouted p99 max \(milliseconds(reroutedWorst)), "
+                + "moved gap max \(milliseconds(gapWorst)), "
                 + "older-after-newer \(record.olderAfterNewer), lost \(lost), duplicates \(String(format: "%.1f", record.duplicatePercent)) %")
         emit(
             "pushes: \(record.pushes)\(record.unknown > 0 ? ", \(record.unknown) to unknown tokens or without a score" : "")"
@@ -366,6 +430,8 @@ private struct ScaleRun {
 private final class ScaleMonitor: Sendable {
     private let state: Mutex<ScaleRecord>
     private let lines: Mutex<AppendedLines>
+    /// Readings of the machine's CPU time, every 100 ms while the load runs.
+    private let cpu = Mutex<[(at: Double, cpu: MachineCPU)]>([])
 
     init(record: ScaleRecord, path: String) {
         state = Mutex(record)
@@ -387,6 +453,24 @@ private final class ScaleMonitor: Sendable {
         state.withLock { record in
             for event in events { _ = record.published(event.activity, at: event.at) }
             record.producerHeld(backlog, at: now)
+        }
+    }
+
+    /// Takes a reading of the machine's CPU time.
+    func sampleCPU() {
+        guard let reading = MachineCPU.now() else { return }
+        let now = Date().timeIntervalSince1970
+        cpu.withLock { $0.append((now, reading)) }
+    }
+
+    /// The share of the machine's CPU busy between the readings nearest to
+    /// the ends of `window`; nil without two readings in it.
+    func busyShare(within window: ClosedRange<Double>) -> Double? {
+        cpu.withLock { readings in
+            guard let first = readings.first(where: { $0.at >= window.lowerBound }),
+                  let last = readings.last(where: { $0.at <= window.upperBound }), last.at > first.at
+            else { return nil }
+            return last.cpu.busyShare(since: first.cpu)
         }
     }
 

@@ -38,6 +38,20 @@ struct ReadinessTests {
         let standby = try #require(settled.first { $0.phase == "standby" })
         #expect(owner == WorkerReadiness(ready: 200, phase: "ready", partitions: [0]))
         #expect(standby == WorkerReadiness(ready: 200, phase: "standby", partitions: []))
+        // Each domain partition is routed by one of the two, and none is handed over once they settled.
+        let routing = try await waitFor("each domain partition routed by one worker", timeout: .seconds(60)) { () -> [String: [Int]]? in
+            var routed: [String: [Int]] = [:]
+            for port in ports {
+                guard let body = try adminGet(port: port, "/status")?.body, let status = try? JSONValue.parse(body),
+                      let routing = status["routing"]?.objectValue, status["handing_over"]?.objectValue?.isEmpty == true
+                else { return nil }
+                for (topic, numbers) in routing {
+                    routed[topic, default: []] += numbers.arrayValue?.compactMap { $0.integerValue.map(Int.init) } ?? []
+                }
+            }
+            return !routed.isEmpty && routed.values.allSatisfy({ $0 == [0] }) ? routed : nil
+        }
+        #expect(routing.keys.contains("sports.scores"), "routed: \(routing)")
         #expect(try await second.stop() == 0)
         #expect(try await first.stop() == 0)
     }

@@ -55,10 +55,23 @@ struct BenchScaleRecordTests {
         record.received(try #require(push(record.token(2), score: 2, at: 14)))
         #expect(record.lostActivities == 0)
         #expect(near(record.longestGap(partition: partition, endingWithin: 11...14), 1.5))
+        // The same pushes, seen from the partition of activity 0's events.
+        #expect(near(record.longestGap(eventPartition: record.eventPartitionOf[0], endingWithin: 11...14), 1.5))
+        #expect(record.latencies(published: 9...12) { $0 == 0 }.seconds.sorted() == [0.5, 1.5])
     }
 
-    private func status(_ phase: String, _ partitions: [Int]) throws -> WorkerStatus {
-        try #require(WorkerStatus(json: #"{"phase":"\#(phase)","partitions":\#(partitions),"in_progress":0,"paused":false,"ready":true}"#))
+    private func status(_ phase: String, _ partitions: [Int], routing: [Int] = []) throws -> WorkerStatus {
+        try #require(WorkerStatus(json: #"{"phase":"\#(phase)","partitions":\#(partitions),"in_progress":0,"paused":false,"routing":{"sports.scores":\#(routing),"other":[0]},"handing_over":{},"ready":true}"#))
+    }
+
+    @Test func eachEventPartitionHasOneRouterOnceEveryPartitionIsRouted() throws {
+        let split = ["a": try status("ready", [0, 1], routing: [1, 2]), "b": try status("ready", [2, 3], routing: [0, 3])]
+        #expect(WorkerStatus.routers(split, workers: 2, topic: "sports.scores", partitions: 4) == [0: "b", 1: "a", 2: "a", 3: "b"])
+        // A partition routed twice, one not routed, a worker missing, a topic nobody routes.
+        #expect(WorkerStatus.routers(["a": try status("ready", [0], routing: [0, 1]), "b": try status("ready", [1], routing: [1])], workers: 2, topic: "sports.scores", partitions: 2) == nil)
+        #expect(WorkerStatus.routers(["a": try status("ready", [0], routing: [0]), "b": try status("ready", [1])], workers: 2, topic: "sports.scores", partitions: 2) == nil)
+        #expect(WorkerStatus.routers(split, workers: 3, topic: "sports.scores", partitions: 4) == nil)
+        #expect(WorkerStatus.routers(split, workers: 2, topic: "absent", partitions: 4) == nil)
     }
 
     @Test func partitionsAreOwnedOnceEveryWorkerOwnsItsShareAndNoneRestores() throws {
@@ -70,7 +83,32 @@ struct BenchScaleRecordTests {
         #expect(WorkerStatus.owners(["a": try status("ready", [0, 1]), "b": try status("ready", [2])], workers: 2, partitions: 4) == nil)
         #expect(WorkerStatus.owners(["a": try status("ready", [0, 1]), "b": try status("restoring", [2, 3])], workers: 2, partitions: 4) == nil)
         #expect(WorkerStatus.owners(["a": try status("ready", [0, 1, 2, 3]), "b": try status("joining", [])], workers: 2, partitions: 4) == nil)
+        // A partition still lingering on its old owner, or restoring on the new one; shares the assignor has not evened out yet.
+        let lingering = try #require(WorkerStatus(json: #"{"phase":"ready","partitions":[0,1],"lingering":[1],"in_progress":0,"paused":false,"ready":true}"#))
+        #expect(WorkerStatus.owners(["a": lingering, "b": try status("ready", [2, 3])], workers: 2, partitions: 4) == nil)
+        let restoring = try #require(WorkerStatus(json: #"{"phase":"ready","partitions":[2,3],"restoring":[3],"in_progress":0,"paused":false,"ready":true}"#))
+        #expect(WorkerStatus.owners(["a": try status("ready", [0, 1]), "b": restoring], workers: 2, partitions: 4) == nil)
+        #expect(WorkerStatus.owners(["a": try status("ready", [0, 1, 2]), "b": try status("ready", [3])], workers: 2, partitions: 4) == nil)
+        #expect(WorkerStatus.owners(["a": try status("ready", [0, 1]), "b": try status("ready", [2])], workers: 2, partitions: 3) == [0: "a", 1: "a", 2: "b"])
         // More workers than partitions: the others stand by.
         #expect(WorkerStatus.owners(["a": try status("ready", [0]), "b": try status("standby", [])], workers: 2, partitions: 1) == [0: "a"])
+    }
+}
+
+@Suite("bench scale: the machine's CPU")
+struct MachineCPUTests {
+    @Test func busyTimeIsEverythingButIdleAndIOWait() throws {
+        let earlier = try #require(MachineCPU(procStat: "cpu  100 10 50 800 40 0 0 0 0 0\ncpu0 50 5 25 400 20 0 0 0 0 0\n"))
+        #expect(earlier.busy == 160 && earlier.total == 1000)
+        let later = try #require(MachineCPU(procStat: "cpu  250 10 100 900 40 0 0 0 0 0\n"))
+        #expect(later.busyShare(since: earlier) == 200.0 / 300.0)
+        #expect(earlier.busyShare(since: later) == nil)
+        #expect(earlier.busyShare(since: earlier) == nil)
+        // Not the machine's line, too few numbers, not numbers.
+        #expect(MachineCPU(procStat: "cpu0 1 2 3 4\n") == nil)
+        #expect(MachineCPU(procStat: "cpu  1 2 3\n") == nil)
+        #expect(MachineCPU(procStat: "cpu  1 2 x 4\n") == nil)
+        #expect(MachineCPU(procStat: "") == nil)
+        #expect(MachineCPU(procStat: "cpu  18446744073709551615 1 0 0\n") == nil)
     }
 }

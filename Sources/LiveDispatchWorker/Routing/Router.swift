@@ -150,6 +150,18 @@ public final class Router: Service, Sendable {
         }
     }
 
+    /// The domain partitions this router routes: those its group assigns
+    /// it, and those it gave up and routes on until their new owner does.
+    public struct Status: Sendable {
+        public var assigned: [TopicPartition]
+        public var handingOver: [TopicPartition]
+    }
+
+    public var status: Status {
+        let assigned = state.withLock { $0.tracker.assignedPartitions }.map { TopicPartition(topic: $0.topic, partition: $0.number) }
+        return Status(assigned: assigned, handingOver: handOver.withLock { $0.partitions }.sorted())
+    }
+
     /// Evaluates one event and enqueues what it produces, in event order.
     /// `tracked`: read by the group's consumer, so its offset is committed
     /// once its outputs are stored (not for a partition routed during a hand-over).
