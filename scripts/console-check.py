@@ -159,6 +159,9 @@ def main():
         expect(page.locator("#metric-partitions .value")).not_to_have_text("0")
         expect(page.locator("#metric-partitions-restoring .value")).to_have_text("0")
         expect(page.locator("#metric-partitions-releasing .value")).to_have_text("0")
+        # Its router routes every partition of the domain topics; none is handed over.
+        expect(page.locator("#metric-routing .value")).not_to_have_text("0")
+        expect(page.locator("#metric-handing-over .value")).to_have_text("0")
         page.wait_for_function("() => Number(document.querySelector('#metric-delivered .value')?.textContent) > 0")
         shot("console-activities.png")
 

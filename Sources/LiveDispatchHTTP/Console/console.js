@@ -454,6 +454,11 @@ function sumSeries(text, name, labelFilter) {
   return seen ? total : null;
 }
 
+// The partitions of a `{"topic": [partition, …]}` object of /status.
+function partitionCount(byTopic) {
+  return Object.values(byTopic || {}).reduce((total, partitions) => total + (Array.isArray(partitions) ? partitions.length : 0), 0);
+}
+
 async function loadMetrics() {
   try {
     const [status, text] = await Promise.all([
@@ -467,6 +472,8 @@ async function loadMetrics() {
       ["partitions owned", (status.owned || []).length, "metric-partitions"],
       ["partitions moving in", (status.restoring || []).length, "metric-partitions-restoring"],
       ["partitions moving out", (status.lingering || []).length + (status.releasing || []).length, "metric-partitions-releasing"],
+      ["event partitions routed", partitionCount(status.routing), "metric-routing"],
+      ["event partitions handed over", partitionCount(status.handing_over), "metric-handing-over"],
       ["in progress", status.in_progress, "metric-in-progress"],
       ["pushes delivered", delivered, "metric-delivered"],
       ["pushes not delivered", pushes === null ? null : pushes - (delivered || 0), "metric-failed"],
