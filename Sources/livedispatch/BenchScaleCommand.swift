@@ -208,6 +208,9 @@ extension ScaleStep {
 
 /// One run of `bench scale` on its started processes.
 private struct ScaleRun {
+    /// The worker (admin URL) of each `commands` partition, and of each sports.scores partition's router.
+    typealias Owners = (commands: [Int: String], events: [Int: String])
+
     var command: BenchScaleCommand
     var counts: [Int]
     var stack: BenchStack
@@ -322,11 +325,11 @@ private struct ScaleRun {
     /// Which worker (admin URL) owns each `commands` partition and routes
     /// each sports.scores partition, once the `workers` running own and
     /// route all of them between them, each ready.
-    private func settledOwners(workers: Int) async throws -> (commands: [Int: String], events: [Int: String]) {
+    private func settledOwners(workers: Int) async throws -> Owners {
         let partitions = command.partitions
         return try await waitFor(
             "\(workers) workers to own and route the \(partitions) partitions between them", timeout: .seconds(180), longestPause: .milliseconds(100)
-        ) { () -> (commands: [Int: String], events: [Int: String])? in
+        ) { () -> Owners? in
             guard let statuses = await stack.fleet.statuses(),
                   let commands = WorkerStatus.owners(statuses, workers: workers, partitions: partitions),
                   let events = WorkerStatus.routers(statuses, workers: workers, topic: "sports.scores", partitions: partitions)
