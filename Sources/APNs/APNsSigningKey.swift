@@ -67,10 +67,10 @@ enum Base64URL {
         let rest = bytes.count - index
         if rest == 1 {
             let value = UInt32(bytes[index]) << 16
-            for shift in [18, 12] { output.append(alphabet[Int(value >> UInt32(shift) & 0x3F)]) }
+            for shift in [18, 12] { output.append(alphabet[Int(value >> UInt32(shift) & 0x3F)]) } // not from a Double: six bits of a UInt32
         } else if rest == 2 {
             let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
-            for shift in [18, 12, 6] { output.append(alphabet[Int(value >> UInt32(shift) & 0x3F)]) }
+            for shift in [18, 12, 6] { output.append(alphabet[Int(value >> UInt32(shift) & 0x3F)]) } // not from a Double: six bits of a UInt32
         }
         return String(decoding: output, as: UTF8.self)
     }

@@ -77,7 +77,8 @@ struct BenchScaleCommand: AsyncParsableCommand {
     var timeline = false
 
     /// The first 10 s of a change are the ones its unmoved p99 judges.
-    static let judgedSeconds = 10.0
+    static let judgedWholeSeconds = 10
+    static let judgedSeconds = Double(judgedWholeSeconds)
 
     func validate() throws {
         guard partitions >= 1, partitions <= 1_000 else { throw ValidationError("--partitions must be 1 to 1000") }
@@ -402,7 +403,7 @@ private struct ScaleRun {
                     // Over a second of events waiting in this process: the broker fell behind, and the latency shows it.
                     + (backlog > command.rate ? "; up to \(backlog) events waited in this process's producer" : ""))
             guard command.timeline else { continue }
-            for second in 0..<Int(BenchScaleCommand.judgedSeconds) {
+            for second in 0..<BenchScaleCommand.judgedWholeSeconds {
                 let slice = (step.start + Double(second))...(step.start + Double(second + 1))
                 guard slice.lowerBound < step.end else { break }
                 let parts = ScaleStep.Kind.allCases.map { wanted in
