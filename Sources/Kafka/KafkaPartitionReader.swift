@@ -62,6 +62,40 @@ public struct KafkaPartitionReader: Sendable {
         throw KafkaError(code: .restore, message: "the restore read of \(topic)[\(partition)] ended before catching up")
     }
 
+    /// Reads several partitions at once, on one client: each `.records`
+    /// partition from its beginning, every record (in offset order, batches
+    /// of up to 1,024 records), and each `.endOffset` partition only to its
+    /// end now. Every partition ends with its `.caughtUp` (the offset its
+    /// next record will get); returns once all have. A worker restoring a
+    /// partition reads its changelogs and the ends of its inputs this way,
+    /// one connection to the broker instead of one per partition read.
+    public func read(
+        _ reads: [TopicPartition: PartitionRead], timeout: Duration = .seconds(30),
+        _ body: (PartitionReadEvent) async throws -> Void
+    ) async throws {
+        guard !reads.isEmpty else { return }
+        let reader = try RDKafkaPartitionReader(properties: configuration.librdkafkaProperties, logger: logger)
+        let buffer = BoundedEventBuffer<Result<PartitionReadEvent, KafkaError>>(capacity: 16)
+        let milliseconds = Int32(clamping: timeout.milliseconds)
+        DedicatedThread.start(name: "kafka-restore") {
+            reader.read(reads, timeoutMilliseconds: milliseconds, into: buffer)
+        }
+        defer { buffer.cancel() }
+        var open = reads.count
+        while let events = await buffer.next() {
+            for event in events {
+                let event = try event.get()
+                try await body(event)
+                if case .caughtUp = event {
+                    open -= 1
+                    if open == 0 { return }
+                }
+            }
+        }
+        try Task.checkCancellation()
+        throw KafkaError(code: .restore, message: "the read of \(reads.keys.sorted()) ended before catching up")
+    }
+
     /// The partition's end offset (the offset its next record will get) now.
     public func endOffset(topic: String, partition: Int32, timeout: Duration = .seconds(30)) async throws -> Int64 {
         let reader = try RDKafkaPartitionReader(properties: configuration.librdkafkaProperties, logger: logger)
@@ -80,4 +114,19 @@ public struct KafkaPartitionReader: Sendable {
         try await readToEnd(topic: topic, partition: partition, timeout: timeout) { records.append($0) }
         return records
     }
+}
+
+/// What ``KafkaPartitionReader/read(_:timeout:_:)`` reads of a partition.
+public enum PartitionRead: Sendable {
+    /// Every record, from the beginning.
+    case records
+    /// Only the end offset.
+    case endOffset
+}
+
+/// What a read of several partitions gives, in order per partition.
+public enum PartitionReadEvent: Sendable {
+    case records(TopicPartition, [KafkaRecord])
+    /// The partition read to its end: the offset its next record will get.
+    case caughtUp(TopicPartition, endOffset: Int64)
 }

@@ -41,7 +41,8 @@ struct BenchScaleCommand: AsyncParsableCommand {
             `commands` partition); `unmoved p99`: the 99th percentile, over the events published in the first 10 s of \
             the change of matches whose `commands` partition did not move and whose sports.scores partition was not \
             rerouted, of the time from an event's publication to the simulator accepting the first push of its \
-            match's score or a later one (and that figure minus the window); `rerouted p99`: the same for the matches \
+            match's score or a later one (and that figure minus the window), beside the same matches' p99 over the 10 s \
+            before the change (what the machine and the broker gave them just then); `rerouted p99`: the same for the matches \
             whose sports.scores partition was rerouted and whose `commands` partition did not move; `moved gap`: per moved \
             partition, the longest stretch without any push to a match of that partition that ends during the step \
             (from its start until the next change; a stretch still open at the step's end counts to the end), the \
@@ -385,6 +386,9 @@ private struct ScaleRun {
             let judged = step.start...min(step.end, step.start + BenchScaleCommand.judgedSeconds)
             let kind = { (activity: Int) in step.kind(of: activity, in: record) }
             let unmoved = p99(judged) { kind($0) == .unmoved }
+            // The same matches over the 10 s before the change: what the
+            // machine and the broker gave them just then, for comparison.
+            let before = p99(max(load.lowerBound, step.start - BenchScaleCommand.judgedSeconds)...step.start) { kind($0) == .unmoved }
             let rerouted = p99(judged) { kind($0) == .rerouted }
             let gap = step.moved.map { record.longestGap(partition: $0, endingWithin: step.start...step.end) }.max()
             if let value = unmoved.value { unmovedWorst = max(unmovedWorst ?? 0, value) }
@@ -396,23 +400,13 @@ private struct ScaleRun {
             }
             emit(
                 "step \(step.from)→\(step.to): moved \(step.moved.count) of \(command.partitions) partitions, rerouted \(step.rerouted.count); "
-                    + "unmoved partitions p99 \(unmoved.text); rerouted p99 \(rerouted.text); "
+                    + "unmoved partitions p99 \(unmoved.text), the 10 s before \(milliseconds(before.value)); rerouted p99 \(rerouted.text); "
                     + "moved partitions without pushes for max \(milliseconds(gap)); all owned again after \(String(format: "%.1f", step.settledSeconds)) s"
                     + "; machine busy \(share(judged))"
                     + (exits.isEmpty ? "" : "; stopped: \(exits.joined(separator: ", "))")
                     // Over a second of events waiting in this process: the broker fell behind, and the latency shows it.
                     + (backlog > command.rate ? "; up to \(backlog) events waited in this process's producer" : ""))
-            guard command.timeline else { continue }
-            for second in 0..<BenchScaleCommand.judgedWholeSeconds {
-                let slice = (step.start + Double(second))...(step.start + Double(second + 1))
-                guard slice.lowerBound < step.end else { break }
-                let parts = ScaleStep.Kind.allCases.map { wanted in
-                    let (seconds, unpushed) = record.latencies(published: slice) { kind($0) == wanted }
-                    let value = ScaleRecord.percentile(0.99, of: seconds).map { String(format: "%.0f", $0 * 1000) } ?? "-"
-                    return "\(wanted.rawValue) \(value) ms (\(seconds.count)\(unpushed > 0 ? "+\(unpushed) unpushed" : ""))"
-                }
-                emit("  +\(second) s: p99 " + parts.joined(separator: ", ") + ", machine busy \(share(slice))")
-            }
+            if command.timeline { emitTimeline(of: step, record: record, share: share) }
         }
         let lost = record.lostActivities
         emit(
@@ -426,6 +420,23 @@ private struct ScaleRun {
                     format: "; this process used %.1f s of CPU, peak RSS %.0f MB", ThreadCPUTime.processSeconds(),
                     ChildProcess.statusMegabytes("VmHWM:", process: "self")))
         return record.olderAfterNewer > 0 || lost > 0
+    }
+}
+
+extension ScaleRun {
+    /// Each second of the step's first 10 s: the p99 and count of the
+    /// unmoved, rerouted and moved matches' events published in it.
+    fileprivate func emitTimeline(of step: ScaleStep, record: ScaleRecord, share: (ClosedRange<Double>) -> String) {
+        for second in 0..<BenchScaleCommand.judgedWholeSeconds {
+            let slice = (step.start + Double(second))...(step.start + Double(second + 1))
+            guard slice.lowerBound < step.end else { break }
+            let parts = ScaleStep.Kind.allCases.map { wanted in
+                let (seconds, unpushed) = record.latencies(published: slice) { step.kind(of: $0, in: record) == wanted }
+                let value = ScaleRecord.percentile(0.99, of: seconds).map { String(format: "%.0f", $0 * 1000) } ?? "-"
+                return "\(wanted.rawValue) \(value) ms (\(seconds.count)\(unpushed > 0 ? "+\(unpushed) unpushed" : ""))"
+            }
+            emit("  +\(second) s: p99 " + parts.joined(separator: ", ") + ", machine busy \(share(slice))")
+        }
     }
 }
 

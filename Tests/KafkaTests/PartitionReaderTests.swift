@@ -37,6 +37,51 @@ struct PartitionReaderTests {
         #expect(try await reader.endOffset(topic: topic, partition: 0) == 0)
     }
 
+    /// A restore's reads on one client: two changelogs from their
+    /// beginning, every record, and two inputs' ends only.
+    @Test func readsSeveralPartitionsAtOnce() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let changelog = uniqueName("state")
+        let input = uniqueName("commands")
+        try cluster.createTopic(changelog, partitions: 2)
+        try cluster.createTopic(input, partitions: 3)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+        for index in 0..<1_500 {
+            try await producer.send(topic: changelog, key: Array("activity-\(index % 10)".utf8), value: Array("state-\(index)".utf8), partition: 1)
+        }
+        for index in 0..<3 {
+            try await producer.send(topic: input, key: nil, value: Array("command-\(index)".utf8), partition: 0)
+        }
+        try await producer.send(topic: input, key: nil, value: [1], partition: 2)
+
+        let reader = KafkaPartitionReader(configuration: cluster.clientConfiguration(), logger: testLogger())
+        let full = TopicPartition(topic: changelog, partition: 1)
+        let empty = TopicPartition(topic: changelog, partition: 0)
+        let three = TopicPartition(topic: input, partition: 0)
+        let one = TopicPartition(topic: input, partition: 2)
+        var records: [TopicPartition: [Int64]] = [:]
+        var ends: [TopicPartition: Int64] = [:]
+        try await reader.read([full: .records, empty: .records, three: .endOffset, one: .endOffset]) { event in
+            switch event {
+            case .records(let partition, let batch):
+                #expect(ends[partition] == nil, "records of \(partition) after its end")
+                #expect(batch.allSatisfy { $0.topicPartition == partition })
+                records[partition, default: []] += batch.map(\.offset)
+            case .caughtUp(let partition, let end):
+                #expect(ends[partition] == nil, "\(partition) caught up twice")
+                ends[partition] = end
+            }
+        }
+        #expect(ends == [full: 1_500, empty: 0, three: 3, one: 1])
+        // Every record of the changelog in order, none of the inputs'.
+        #expect(records == [full: Array(0..<1_500)])
+
+        // A partition that does not exist fails the read.
+        await #expect(throws: KafkaError.self) {
+            try await reader.read([TopicPartition(topic: input, partition: 7): .endOffset, full: .records], timeout: .seconds(5)) { _ in }
+        }
+    }
+
     /// The mock cluster cannot look records up by time (it answers "none
     /// that recent"); the reader then checks the last record's time and
     /// reads from the beginning, skipping older records.

@@ -245,3 +245,107 @@ final class RDKafkaPartitionReader: Sendable {
         buffer.push([.caughtUp(endOffset: end)])
     }
 }
+
+extension RDKafkaPartitionReader {
+    /// Reads several partitions at once on this one client (blocking):
+    /// `.records` ones from their beginning, every record pushed; `.endOffset`
+    /// ones from their high watermark, only their end. Each ends with its
+    /// `.caughtUp` at the fetcher's end of partition (records at or past
+    /// the watermark are taken too: Tansu answers ListOffsets with the last
+    /// batch's base offset); a failure pushes `.failure` and stops.
+    func read(
+        _ reads: [TopicPartition: PartitionRead], timeoutMilliseconds: Int32,
+        into buffer: BoundedEventBuffer<Result<PartitionReadEvent, KafkaError>>
+    ) {
+        defer {
+            _ = rd_kafka_consumer_close(handle.pointer)
+            buffer.finish()
+        }
+        let rk = handle.pointer
+        var highs: [TopicPartition: Int64] = [:]
+        for partition in reads.keys {
+            var low: Int64 = 0
+            var high: Int64 = 0
+            let error = rd_kafka_query_watermark_offsets(rk, partition.topic, partition.partition, &low, &high, timeoutMilliseconds)
+            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                buffer.push([.failure(KafkaError(code: .restore, message: "could not read the end offset of \(partition)", error: error))])
+                return
+            }
+            if high > low {
+                highs[partition] = high
+            } else {
+                guard buffer.push([.success(.caughtUp(partition, endOffset: high))]) else { return }
+            }
+        }
+        guard !highs.isEmpty else { return }
+        let assigned = Array(highs.keys)
+        let starts = assigned.map { reads[$0] == .records ? Int64(RD_KAFKA_OFFSET_BEGINNING) : highs[$0] ?? 0 }
+        let list = RDKafkaPartitionList.make(assigned, offsets: starts)
+        let assignError = rd_kafka_assign(rk, list)
+        rd_kafka_topic_partition_list_destroy(list)
+        guard assignError == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            buffer.push([.failure(KafkaError(code: .restore, message: "could not assign \(assigned)", error: assignError))])
+            return
+        }
+        var topicNames = RDKafkaMessage.TopicNames()
+        var ends = highs
+        var pending: [TopicPartition: [KafkaRecord]] = [:]
+        var pendingCount = 0
+        let clock = ContinuousClock()
+        let stallLimit = Duration.milliseconds(Int64(timeoutMilliseconds)) // not from a Double: an Int32 of milliseconds
+        var lastProgress = clock.now
+        func flush(_ extra: [Result<PartitionReadEvent, KafkaError>] = []) -> Bool {
+            let batch = pending.map { Result<PartitionReadEvent, KafkaError>.success(.records($0.key, $0.value)) } + extra
+            pending = [:]
+            pendingCount = 0
+            return batch.isEmpty || buffer.push(batch)
+        }
+        while !highs.isEmpty {
+            if clock.now - lastProgress > stallLimit {
+                _ = flush([.failure(KafkaError(
+                    code: .restore, message: "no progress reading \(Array(highs.keys)) for \(stallLimit); is the partition leader reachable?",
+                    isRetryable: true))])
+                return
+            }
+            guard let message = rd_kafka_consumer_poll(rk, 100) else {
+                guard flush() else { return }
+                continue
+            }
+            defer { rd_kafka_message_destroy(message) }
+            lastProgress = clock.now
+            let raw = message.pointee
+            let partition = TopicPartition(topic: raw.rkt.map { topicNames.name(of: $0) } ?? "", partition: raw.partition)
+            switch raw.err {
+            case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION,
+                RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR__FATAL:
+                _ = flush([.failure(KafkaError(code: .restore, message: "could not read \(partition)", error: raw.err))])
+                return
+            default:
+                break
+            }
+            // A partition caught up is done: later records of it are not this read's.
+            guard let high = highs[partition] else { continue }
+            switch raw.err {
+            case RD_KAFKA_RESP_ERR_NO_ERROR:
+                ends[partition] = max(ends[partition] ?? high, raw.offset + 1)
+                if reads[partition] == .records {
+                    pending[partition, default: []].append(RDKafkaMessage.record(from: message, topicNames: &topicNames))
+                    pendingCount += 1
+                }
+            case RD_KAFKA_RESP_ERR__PARTITION_EOF:
+                guard raw.offset >= high else { break }
+                highs[partition] = nil
+                let caughtUp = Result<PartitionReadEvent, KafkaError>.success(.caughtUp(partition, endOffset: max(ends[partition] ?? high, raw.offset)))
+                guard flush([caughtUp]) else { return }
+            default:
+                logger.warning("Kafka restore read error", metadata: [
+                    "kafka.topic": "\(partition.topic)", "kafka.partition": "\(partition.partition)",
+                    "kafka.error": "\(String(cString: rd_kafka_err2name(raw.err)))",
+                ])
+            }
+            if pendingCount >= 1024 {
+                guard flush() else { return }
+            }
+        }
+    }
+}

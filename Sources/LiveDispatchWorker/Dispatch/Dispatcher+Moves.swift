@@ -290,21 +290,7 @@ extension Dispatcher {
                 let registrations = TopicPartition(topic: configuration.topic(.tokens), partition: number)
                 let tokensFrom = try await follow(runner)[registrations] ?? 0
                 let followed = ContinuousClock.now
-                // The reads are independent (the snapshots and the
-                // registrations fill separate parts of the machine, each
-                // batch under its lock), so they run at once: a moved
-                // partition waits for the slowest, not for their sum.
-                async let commandsEnd = reader.endOffset(topic: configuration.topic(.commands), partition: number)
-                async let tokensEnd = reader.endOffset(topic: registrations.topic, partition: number)
-                async let states = restoreStates(runner)
-                async let tokens = restoreTokens(runner)
-                // The previous owner may have pushed any state of the commands
-                // up to the partition's end now, to the tokens registered up
-                // to the end of `tokens`: hold pushes until both are read.
-                let (end, registrationsEnd) = try await (commandsEnd, tokensEnd)
-                let unread = registrationsEnd > tokensFrom ? registrationsEnd : nil
-                runner.restoring { $0.holdPushes(untilCommandOffset: end, tokenOffset: unread) }
-                let (restoredStates, restoredTokens) = try await (states, tokens)
+                let (restoredStates, restoredTokens) = try await readChangelogs(runner, registrations: registrations, tokensFrom: tokensFrom)
                 let read = ContinuousClock.now
                 guard runner.finishRestore() else { return }
                 perform(ownership.withLock { $0.restored(number, now: clock()) })
@@ -325,28 +311,42 @@ extension Dispatcher {
         }
     }
 
-    /// Installs the partition's `state` changelog, a batch of the reader's
-    /// under one lock take; returns the records read.
-    private func restoreStates(_ runner: PartitionRunner) async throws -> Int {
-        var count = 0
-        try await reader.readBatchesToEnd(topic: configuration.topic(.state), partition: runner.number) { records in
-            runner.restoring { machine in
-                for record in records { machine.restoreState(key: String(decoding: record.key ?? [], as: UTF8.self), value: record.value) }
+    /// Reads the partition's `state` and `token-store` changelogs into its
+    /// machine, a batch under one lock take, and the ends of its `commands`
+    /// and `tokens` now, all on one client; returns the records read. The
+    /// previous owner may have pushed any state of the commands up to the
+    /// partition's end now, to the tokens registered up to the end of
+    /// `tokens`: pushes are held until both are read.
+    private func readChangelogs(
+        _ runner: PartitionRunner, registrations: TopicPartition, tokensFrom: Int64
+    ) async throws -> (states: Int, tokens: Int) {
+        let number = runner.number
+        let states = TopicPartition(topic: configuration.topic(.state), partition: number)
+        let tokenStore = TopicPartition(topic: configuration.topic(.tokenStore), partition: number)
+        let commands = commandsPartition(number)
+        var ends: [TopicPartition: Int64] = [:]
+        var read = (states: 0, tokens: 0)
+        try await reader.read([states: .records, tokenStore: .records, commands: .endOffset, registrations: .endOffset]) { event in
+            switch event {
+            case .records(let partition, let records) where partition == states:
+                runner.restoring { machine in
+                    for record in records { machine.restoreState(key: String(decoding: record.key ?? [], as: UTF8.self), value: record.value) }
+                }
+                read.states += records.count
+            case .records(_, let records):
+                runner.restoring { machine in
+                    for record in records { machine.restoreToken(key: record.key ?? [], value: record.value) }
+                }
+                read.tokens += records.count
+            case .caughtUp(let partition, let end):
+                ends[partition] = end
+                guard partition == commands || partition == registrations,
+                      let commandsEnd = ends[commands], let registrationsEnd = ends[registrations]
+                else { return }
+                let unread = registrationsEnd > tokensFrom ? registrationsEnd : nil
+                runner.restoring { $0.holdPushes(untilCommandOffset: commandsEnd, tokenOffset: unread) }
             }
-            count += records.count
         }
-        return count
-    }
-
-    /// Installs the partition's `token-store` changelog; returns the records read.
-    private func restoreTokens(_ runner: PartitionRunner) async throws -> Int {
-        var count = 0
-        try await reader.readBatchesToEnd(topic: configuration.topic(.tokenStore), partition: runner.number) { records in
-            runner.restoring { machine in
-                for record in records { machine.restoreToken(key: record.key ?? [], value: record.value) }
-            }
-            count += records.count
-        }
-        return count
+        return read
     }
 }
