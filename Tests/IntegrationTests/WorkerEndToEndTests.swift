@@ -329,13 +329,16 @@ struct WorkerEndToEndTests {
         var worker = try await stack.startWorker(configuration: configuration)
         let device = token(1, salt: 6)
         try await stack.register(device, for: "match-restart")
-        try await stack.produce("sports.scores", key: "restart", goal("restart", home: 2, away: 1, minute: 40, scorer: "Lin"))
+        // Two snapshots of the activity in the changelog: the restore takes the later.
+        try await stack.produce("sports.scores", key: "restart", goal("restart", home: 1, away: 1, minute: 30, scorer: "Ada"))
         try await waitFor("the first push") { stack.pushesByToken()[device]?.isEmpty == false ? true : nil }
+        try await stack.produce("sports.scores", key: "restart", goal("restart", home: 2, away: 1, minute: 40, scorer: "Lin"))
+        try await waitFor("the second push") { stack.pushesByToken()[device]?.last?.contentState["lastScorer"] == "Lin" ? true : nil }
         #expect(try await worker.stop() == 0)
 
         worker = try await stack.startWorker(configuration: configuration)
         try await stack.produce("sports.scores", key: "restart", #"{"type": "period", "match_id": "restart", "period": "half_time", "minute": 45}"#)
-        let second = try await waitFor("the push after the restart") { (stack.pushesByToken()[device]?.count ?? 0) >= 2 ? stack.pushesByToken()[device]?.last : nil }
+        let second = try await waitFor("the push after the restart") { (stack.pushesByToken()[device]?.count ?? 0) >= 3 ? stack.pushesByToken()[device]?.last : nil }
         #expect(second.contentState == ["teamOneScore": 2, "teamTwoScore": 1, "minute": 45, "lastScorer": "Lin", "period": "half_time"])
         #expect(try await worker.stop() == 0)
     }
