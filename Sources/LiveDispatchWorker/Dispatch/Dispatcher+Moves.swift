@@ -312,8 +312,9 @@ extension Dispatcher {
     }
 
     /// Reads the partition's `state` and `token-store` changelogs into its
-    /// machine, a batch under one lock take, and the ends of its `commands`
-    /// and `tokens` now, all on one client; returns the records read. The
+    /// machine (registrations a batch under one lock take, snapshots once
+    /// the changelog is read) and the ends of its `commands` and `tokens`
+    /// now, all on one client; returns the records read. The
     /// previous owner may have pushed any state of the commands up to the
     /// partition's end now, to the tokens registered up to the end of
     /// `tokens`: pushes are held until both are read.
