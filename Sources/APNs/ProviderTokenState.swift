@@ -12,6 +12,14 @@ import LiveDispatchCore
 public struct ProviderTokenState: Sendable, Hashable {
     public static let renewalAge: Double = 50 * 60
     public static let minimumAge: Double = 20 * 60
+    /// How far the time given may lie before the token's issue time without
+    /// a new token being signed. Callers read the clock before they take the
+    /// pool's lock, so two requests can arrive in the other order by a few
+    /// milliseconds; signing again for that would switch the token on open
+    /// connections (`TooManyProviderTokenUpdates`). Only a clock stepped back
+    /// by more than this signs again, so the token's `iat` is never far in
+    /// the future.
+    public static let backwardsTolerance: Double = 60
 
     /// The token in use and when it was issued.
     public private(set) var current: (token: String, issuedAt: UnixTime)?
@@ -30,7 +38,7 @@ public struct ProviderTokenState: Sendable, Hashable {
     /// The token for a request sent now.
     public mutating func tokenForRequest(now: UnixTime) -> Action {
         guard let current else { return .sign(issuedAt: now) }
-        if now - current.issuedAt >= Self.renewalAge || now < current.issuedAt {
+        if now - current.issuedAt >= Self.renewalAge || current.issuedAt - now > Self.backwardsTolerance {
             return .sign(issuedAt: now)
         }
         return .use(current.token)

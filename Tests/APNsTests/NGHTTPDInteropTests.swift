@@ -17,6 +17,23 @@ final class ManualClock: APNsClock {
     func advance(_ delta: Double) { seconds.withLock { $0 += delta } }
 }
 
+/// A clock whose readings are 0.1 ms apart but each up to 7 ms early, by a
+/// fixed scrambled pattern: a later reading is often earlier than the one
+/// before, as when callers read the clock and then take a lock in the
+/// other order.
+final class JitteryClock: APNsClock {
+    private let state: Mutex<(seconds: Double, readings: UInt32)>
+    init(_ seconds: Double) { self.state = Mutex((seconds, 0)) }
+    func now() -> UnixTime {
+        state.withLock { state in
+            state.readings &+= 1
+            state.seconds += 0.0001
+            let early = Double((state.readings &* 0x9E37_79B1) >> 29) / 1000
+            return UnixTime(seconds: state.seconds - early)
+        }
+    }
+}
+
 let testKey = APNsSigningKey(privateKey: P256.Signing.PrivateKey(), keyID: "KEY1234567", teamID: "TEAM123456")
 
 func testRequest(token: String, payload: String = #"{"aps":{"event":"update","timestamp":1764000000,"content-state":{}}}"#)

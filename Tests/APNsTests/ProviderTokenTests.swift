@@ -75,4 +75,16 @@ struct ProviderTokenTests {
         state.signed("t1", issuedAt: UnixTime(seconds: 2000))
         #expect(state.tokenForRequest(now: UnixTime(seconds: 1000)) == .sign(issuedAt: UnixTime(seconds: 1000)))
     }
+
+    @Test func requestsArrivingOutOfClockOrderKeepTheToken() {
+        // Two callers read the clock, then take the lock in the other order.
+        var state = ProviderTokenState()
+        let issued = UnixTime(seconds: 2000.25)
+        state.signed("t1", issuedAt: issued)
+        #expect(state.tokenForRequest(now: UnixTime(seconds: 2000.24)) == .use("t1"))
+        #expect(state.tokenForRequest(now: issued + -ProviderTokenState.backwardsTolerance) == .use("t1"))
+        let stepped = issued + -(ProviderTokenState.backwardsTolerance + 1)
+        #expect(state.tokenForRequest(now: stepped) == .sign(issuedAt: stepped))
+        #expect(state.renewals == 1)
+    }
 }

@@ -215,6 +215,23 @@ struct SimulatorTests {
         try await simulator.stop()
     }
 
+    @Test func clockReadingsReachingThePoolOutOfOrderKeepOneToken() async throws {
+        // Every other reading is 5 ms earlier than the one before, as when
+        // two callers read the clock and then take the pool's lock in the
+        // other order. Each connection must keep the token it started with.
+        let clock = JitteryClock(Date().timeIntervalSince1970)
+        let simulator = try await startSimulator()
+        let pool = try makePool(simulator, connections: 2, clock: clock)
+        let requests = try (0..<200).map { try testRequest(token: hexToken(0x6000 + $0)) }
+        for chunk in stride(from: 0, to: requests.count, by: 20) {
+            let outcomes = await pool.send(Array(requests[chunk..<(chunk + 20)]))
+            #expect(outcomes == requests[chunk..<(chunk + 20)].map { .delivered(apnsID: $0.apnsID) })
+        }
+        #expect(pool.statistics.tokenRenewals == 1)
+        await pool.shutdown()
+        try await simulator.stop()
+    }
+
     @Test func anExpiredFreshTokenIsAConfigurationError() async throws {
         let clock = ManualClock(Date().timeIntervalSince1970.rounded(.down))
         // The server's clock runs 61 minutes ahead: every fresh token looks expired.
