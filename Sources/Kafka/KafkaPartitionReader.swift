@@ -1,9 +1,9 @@
 import Logging
 
-/// Reads one partition of a (compacted) topic from its beginning up to its
-/// end offset at the time of the call, the way the worker restores its
-/// stores from changelog topics. It uses its own non-group consumer
-/// (`assign`), so it never disturbs a consumer group.
+/// Reads partitions up to their end offset at the time of the call, the
+/// way the worker restores its stores from changelog topics. Each read
+/// uses its own non-group consumer (`assign`), so it never disturbs a
+/// consumer group.
 public struct KafkaPartitionReader: Sendable {
     public var configuration: KafkaClientConfiguration
     public var logger: Logger
@@ -38,35 +38,21 @@ public struct KafkaPartitionReader: Sendable {
         topic: String, partition: Int32, since: Int64? = nil, timeout: Duration = .seconds(30),
         _ body: ([KafkaRecord]) async throws -> Void
     ) async throws -> Int64 {
-        let properties = configuration.librdkafkaProperties
-        let reader = try RDKafkaPartitionReader(properties: properties, logger: logger)
-        let buffer = BoundedEventBuffer<RestoreEvent>(capacity: 16)
-        let milliseconds = Int32(clamping: timeout.milliseconds)
-        DedicatedThread.start(name: "kafka-restore") {
-            reader.read(topic: topic, partition: partition, since: since, timeoutMilliseconds: milliseconds, into: buffer)
-        }
-        defer { buffer.cancel() }
-        while let events = await buffer.next() {
-            for event in events {
-                switch event {
-                case .records(let records):
-                    try await body(records)
-                case .caughtUp(let endOffset):
-                    return endOffset
-                case .failed(let error):
-                    throw error
-                }
+        var end: Int64 = 0
+        let read = since.map(PartitionRead.recordsSince) ?? .records
+        try await self.read([TopicPartition(topic: topic, partition: partition): read], timeout: timeout) { event in
+            switch event {
+            case .records(_, let records): try await body(records)
+            case .caughtUp(_, let endOffset): end = endOffset
             }
         }
-        try Task.checkCancellation()
-        throw KafkaError(code: .restore, message: "the restore read of \(topic)[\(partition)] ended before catching up")
+        return end
     }
 
-    /// Reads several partitions at once, on one client: each `.records`
-    /// partition from its beginning, every record (in offset order, batches
-    /// of up to 1,024 records), and each `.endOffset` partition only to its
-    /// end now. Every partition ends with its `.caughtUp` (the offset its
-    /// next record will get); returns once all have. A worker restoring a
+    /// Reads several partitions at once, on one client, each as its
+    /// ``PartitionRead`` says: records in offset order, in batches of up to
+    /// 1,024. Every partition ends with its `.caughtUp` (the offset its next
+    /// record will get); returns once all have. A worker restoring a
     /// partition reads its changelogs and the ends of its inputs this way,
     /// one connection to the broker instead of one per partition read.
     public func read(
@@ -97,15 +83,15 @@ public struct KafkaPartitionReader: Sendable {
     }
 
     /// The partition's end offset (the offset its next record will get) now.
+    /// ListOffsets' answer is checked by fetching from it to the end of the
+    /// partition: some brokers (Tansu) answer it with the base offset of the
+    /// last batch, short of the records in that batch.
     public func endOffset(topic: String, partition: Int32, timeout: Duration = .seconds(30)) async throws -> Int64 {
-        let reader = try RDKafkaPartitionReader(properties: configuration.librdkafkaProperties, logger: logger)
-        let milliseconds = Int32(clamping: timeout.milliseconds)
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Int64, KafkaError>, Never>) in
-            DedicatedThread.start(name: "kafka-end-offset") {
-                continuation.resume(returning: reader.endOffset(topic: topic, partition: partition, timeoutMilliseconds: milliseconds))
-            }
+        var end: Int64 = 0
+        try await read([TopicPartition(topic: topic, partition: partition): .endOffset], timeout: timeout) { event in
+            if case .caughtUp(_, let endOffset) = event { end = endOffset }
         }
-        return try result.get()
+        return end
     }
 
     /// Every record of the partition up to its end offset, in offset order.
@@ -117,9 +103,18 @@ public struct KafkaPartitionReader: Sendable {
 }
 
 /// What ``KafkaPartitionReader/read(_:timeout:_:)`` reads of a partition.
-public enum PartitionRead: Sendable {
+public enum PartitionRead: Sendable, Hashable {
     /// Every record, from the beginning.
     case records
+    /// Every record from the first with a timestamp at or after this
+    /// (milliseconds since the Unix epoch), found by a lookup by time; older
+    /// records after it are skipped too.
+    case recordsSince(Int64)
+    /// Each key's last record (a tombstone included), from the beginning,
+    /// handed over in offset order when the partition is read to its end:
+    /// what a changelog holds once compacted, without decoding what
+    /// compaction would drop.
+    case latestPerKey
     /// Only the end offset.
     case endOffset
 }

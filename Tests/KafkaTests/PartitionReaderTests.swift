@@ -82,6 +82,43 @@ struct PartitionReaderTests {
         }
     }
 
+    /// A changelog read for its last record per key: 1,300 records of 1,100
+    /// keys (more than a batch), the last of some a tombstone.
+    @Test func readsEachKeysLastRecord() async throws {
+        let cluster = try EmbeddedKafkaCluster(brokers: 1, logger: testLogger("cluster"))
+        let topic = uniqueName("state")
+        try cluster.createTopic(topic, partitions: 1)
+        let producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+        var last: [String: (offset: Int64, value: [UInt8]?)] = [:]
+        for index in 0..<1_300 {
+            let key = "activity-\(index % 1_100)"
+            let value: [UInt8]? = index >= 1_250 ? nil : Array("state-\(index)".utf8)
+            try await producer.send(topic: topic, key: Array(key.utf8), value: value, partition: 0)
+            last[key] = (Int64(index), value)
+        }
+        let reader = KafkaPartitionReader(configuration: cluster.clientConfiguration(), logger: testLogger())
+        let partition = TopicPartition(topic: topic, partition: 0)
+        var seen: [KafkaRecord] = []
+        var end: Int64?
+        try await reader.read([partition: .latestPerKey]) { event in
+            switch event {
+            case .records(_, let batch):
+                #expect(end == nil, "records after the end")
+                #expect(batch.count <= 1_024)
+                seen += batch
+            case .caughtUp(_, let offset): end = offset
+            }
+        }
+        #expect(end == 1_300)
+        #expect(seen.count == 1_100)
+        #expect(seen.map(\.offset) == seen.map(\.offset).sorted())
+        #expect(seen.filter(\.isTombstone).count == 50)
+        for record in seen {
+            let key = String(decoding: record.key ?? [], as: UTF8.self)
+            #expect(last[key]?.offset == record.offset && last[key]?.value == record.value, "\(key) at \(record.offset)")
+        }
+    }
+
     /// The mock cluster cannot look records up by time (it answers "none
     /// that recent"); the reader then checks the last record's time and
     /// reads from the beginning, skipping older records.

@@ -2,16 +2,9 @@ import CRdKafka
 import Foundation
 import Logging
 
-/// What the reader thread hands to Swift while reading a partition to its end.
-enum RestoreEvent: Sendable {
-    case records([KafkaRecord])
-    case caughtUp(endOffset: Int64)
-    case failed(KafkaError)
-}
-
-/// Reads one partition from its beginning to its end (the fetcher's end of
-/// partition, at or past the high watermark seen when the read started),
-/// with a non-group `assign` consumer on a dedicated thread.
+/// Reads partitions to their end (the fetcher's end of partition, at or
+/// past the high watermark seen when the read started) with a non-group
+/// `assign` consumer on a dedicated thread.
 final class RDKafkaPartitionReader: Sendable {
     private let handle: RDKafkaHandle
     private let logger: Logger
@@ -33,47 +26,6 @@ final class RDKafkaPartitionReader: Sendable {
         self.handle = try RDKafkaHandle(kind: .consumer, properties: properties, context: RDKafkaClientContext(logger: logger))
         self.logger = logger
         rd_kafka_poll_set_consumer(handle.pointer)
-    }
-
-    /// The partition's end offset now: the offset after its last record;
-    /// blocks up to the timeout. ListOffsets' answer is checked by fetching
-    /// from it to the end of the partition, as a restore does: some brokers
-    /// (Tansu) answer it with the base offset of the last batch, short of
-    /// the records in that batch.
-    func endOffset(topic: String, partition: Int32, timeoutMilliseconds: Int32) -> Result<Int64, KafkaError> {
-        defer { _ = rd_kafka_consumer_close(handle.pointer) }
-        let rk = handle.pointer
-        var low: Int64 = 0
-        var high: Int64 = 0
-        let error = rd_kafka_query_watermark_offsets(rk, topic, partition, &low, &high, timeoutMilliseconds)
-        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            return .failure(KafkaError(code: .restore, message: "could not read the end offset of \(topic)[\(partition)]", error: error))
-        }
-        guard high > low else { return .success(high) }
-        let list = RDKafkaPartitionList.make([TopicPartition(topic: topic, partition: partition)], offsets: [high])
-        let assignError = rd_kafka_assign(rk, list)
-        rd_kafka_topic_partition_list_destroy(list)
-        guard assignError == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            return .failure(KafkaError(code: .restore, message: "could not assign \(topic)[\(partition)]", error: assignError))
-        }
-        let clock = ContinuousClock()
-        let deadline = clock.now + .milliseconds(Int64(timeoutMilliseconds)) // not from a Double: an Int32 of milliseconds
-        var end = high
-        while clock.now < deadline {
-            guard let message = rd_kafka_consumer_poll(rk, 100) else { continue }
-            defer { rd_kafka_message_destroy(message) }
-            switch message.pointee.err {
-            case RD_KAFKA_RESP_ERR_NO_ERROR:
-                end = max(end, message.pointee.offset + 1)
-            case RD_KAFKA_RESP_ERR__PARTITION_EOF:
-                return .success(max(end, message.pointee.offset))
-            default:
-                continue
-            }
-        }
-        return .failure(KafkaError(
-            code: .restore, message: "no end of \(topic)[\(partition)] reached within \(timeoutMilliseconds) ms; is the partition leader reachable?",
-            isRetryable: true))
     }
 
     /// The offset of the partition's first record with a timestamp at or
@@ -123,136 +75,15 @@ final class RDKafkaPartitionReader: Sendable {
         }
         return nil
     }
-
-    /// Reads (blocking) and pushes records, then `.caughtUp` or `.failed`;
-    /// stops early when the reader is gone. With `since` (milliseconds
-    /// since the Unix epoch) the read starts at the first record of that
-    /// time or later, found by timestamp, and skips any older record after
-    /// it; otherwise it starts at the beginning.
-    func read(
-        topic: String, partition: Int32, since: Int64? = nil, timeoutMilliseconds: Int32, into buffer: BoundedEventBuffer<RestoreEvent>
-    ) {
-        defer {
-            _ = rd_kafka_consumer_close(handle.pointer)
-            buffer.finish()
-        }
-        let rk = handle.pointer
-        var low: Int64 = 0
-        var high: Int64 = 0
-        let error = rd_kafka_query_watermark_offsets(rk, topic, partition, &low, &high, timeoutMilliseconds)
-        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            buffer.push([
-                .failed(
-                    KafkaError(
-                        code: .restore, message: "could not read the end offset of \(topic)[\(partition)]",
-                        error: error))
-            ])
-            return
-        }
-        guard high > low else {
-            buffer.push([.caughtUp(endOffset: high)])
-            return
-        }
-        var start = Int64(RD_KAFKA_OFFSET_BEGINNING)
-        // Records older than `since` are skipped even past the offset the
-        // lookup found: Tansu answers it with the partition's first offset
-        // for any time, and the mock cluster cannot look up by time at all.
-        let notBefore = since
-        if let since {
-            switch offset(atTime: since, topic: topic, partition: partition, end: high, timeoutMilliseconds: timeoutMilliseconds) {
-            case .failure(let failure):
-                buffer.push([.failed(failure)])
-                return
-            case .success(let offset) where offset < high:
-                start = offset
-            case .success:
-                // "No record that recent" is also what a broker that cannot
-                // look up by time answers (librdkafka's mock cluster): the
-                // last record's time tells which. When it is recent, the
-                // partition is read from its beginning.
-                guard let last = lastTimestamp(topic: topic, partition: partition, end: high, timeoutMilliseconds: timeoutMilliseconds),
-                      last >= since
-                else {
-                    buffer.push([.caughtUp(endOffset: high)])
-                    return
-                }
-            }
-        }
-        let list = RDKafkaPartitionList.make([TopicPartition(topic: topic, partition: partition)], offsets: [start])
-        let assignError = rd_kafka_assign(rk, list)
-        rd_kafka_topic_partition_list_destroy(list)
-        guard assignError == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            buffer.push([
-                .failed(
-                    KafkaError(code: .restore, message: "could not assign \(topic)[\(partition)]", error: assignError))
-            ])
-            return
-        }
-        var topicNames = RDKafkaMessage.TopicNames()
-        var pending: [KafkaRecord] = []
-        var caughtUp = false
-        var end = high
-        let clock = ContinuousClock()
-        let stallLimit = Duration.milliseconds(Int64(timeoutMilliseconds)) // not from a Double: an Int32 of milliseconds
-        var lastProgress = clock.now
-        while !caughtUp {
-            if clock.now - lastProgress > stallLimit {
-                let failure = KafkaError(
-                    code: .restore,
-                    message: "no progress reading \(topic)[\(partition)] for \(stallLimit); is the partition leader reachable?",
-                    isRetryable: true)
-                buffer.push(pending.isEmpty ? [.failed(failure)] : [.records(pending), .failed(failure)])
-                return
-            }
-            if let message = rd_kafka_consumer_poll(rk, 100) {
-                lastProgress = clock.now
-                let raw = message.pointee
-                switch raw.err {
-                case RD_KAFKA_RESP_ERR_NO_ERROR:
-                    // Records at or past `high` are taken too, and the end is the
-                    // fetcher's end of partition, not `high`: some brokers (Tansu)
-                    // answer ListOffsets with the last batch's base offset, which
-                    // would leave that batch unread.
-                    let record = RDKafkaMessage.record(from: message, topicNames: &topicNames)
-                    if let notBefore, let time = record.timestampMilliseconds, time < notBefore { break }
-                    pending.append(record)
-                case RD_KAFKA_RESP_ERR__PARTITION_EOF:
-                    caughtUp = raw.offset >= high
-                    end = max(high, raw.offset)
-                case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION,
-                    RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR__FATAL:
-                    let failure = KafkaError(
-                        code: .restore, message: "could not read \(topic)[\(partition)]", error: raw.err)
-                    rd_kafka_message_destroy(message)
-                    buffer.push(pending.isEmpty ? [.failed(failure)] : [.records(pending), .failed(failure)])
-                    return
-                default:
-                    logger.warning(
-                        "Kafka restore read error",
-                        metadata: [
-                            "kafka.topic": "\(topic)", "kafka.partition": "\(partition)",
-                            "kafka.error": "\(String(cString: rd_kafka_err2name(raw.err)))",
-                        ])
-                }
-                rd_kafka_message_destroy(message)
-                if pending.count < 1024 && !caughtUp { continue }
-            }
-            if !pending.isEmpty {
-                guard buffer.push([.records(pending)]) else { return }
-                pending = []
-            }
-        }
-        buffer.push([.caughtUp(endOffset: end)])
-    }
 }
 
 extension RDKafkaPartitionReader {
-    /// Reads several partitions at once on this one client (blocking):
-    /// `.records` ones from their beginning, every record pushed; `.endOffset`
-    /// ones from their high watermark, only their end. Each ends with its
-    /// `.caughtUp` at the fetcher's end of partition (records at or past
-    /// the watermark are taken too: Tansu answers ListOffsets with the last
-    /// batch's base offset); a failure pushes `.failure` and stops.
+    /// Reads several partitions at once on this one client (blocking), each
+    /// as its ``PartitionRead`` says, and pushes what it reads; each
+    /// partition ends with its `.caughtUp` at the fetcher's end of partition
+    /// (records at or past the watermark are taken too: Tansu answers
+    /// ListOffsets with the last batch's base offset). A failure pushes
+    /// `.failure` and stops; so does the Swift side going away.
     func read(
         _ reads: [TopicPartition: PartitionRead], timeoutMilliseconds: Int32,
         into buffer: BoundedEventBuffer<Result<PartitionReadEvent, KafkaError>>
@@ -261,26 +92,24 @@ extension RDKafkaPartitionReader {
             _ = rd_kafka_consumer_close(handle.pointer)
             buffer.finish()
         }
-        let rk = handle.pointer
         var highs: [TopicPartition: Int64] = [:]
-        for partition in reads.keys {
-            var low: Int64 = 0
-            var high: Int64 = 0
-            let error = rd_kafka_query_watermark_offsets(rk, partition.topic, partition.partition, &low, &high, timeoutMilliseconds)
-            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                buffer.push([.failure(KafkaError(code: .restore, message: "could not read the end offset of \(partition)", error: error))])
+        var starts: [TopicPartition: Int64] = [:]
+        for partition in reads.keys.sorted() {
+            switch start(of: partition, reads[partition] ?? .records, timeoutMilliseconds: timeoutMilliseconds) {
+            case .failure(let failure):
+                buffer.push([.failure(failure)])
                 return
-            }
-            if high > low {
+            case .success(.read(let start, let high)):
                 highs[partition] = high
-            } else {
-                guard buffer.push([.success(.caughtUp(partition, endOffset: high))]) else { return }
+                starts[partition] = start
+            case .success(.atEnd(let end)):
+                guard buffer.push([.success(.caughtUp(partition, endOffset: end))]) else { return }
             }
         }
         guard !highs.isEmpty else { return }
-        let assigned = Array(highs.keys)
-        let starts = assigned.map { reads[$0] == .records ? Int64(RD_KAFKA_OFFSET_BEGINNING) : highs[$0] ?? 0 }
-        let list = RDKafkaPartitionList.make(assigned, offsets: starts)
+        let rk = handle.pointer
+        let assigned = highs.keys.sorted()
+        let list = RDKafkaPartitionList.make(assigned, offsets: assigned.map { starts[$0] ?? 0 })
         let assignError = rd_kafka_assign(rk, list)
         rd_kafka_topic_partition_list_destroy(list)
         guard assignError == RD_KAFKA_RESP_ERR_NO_ERROR else {
@@ -291,6 +120,8 @@ extension RDKafkaPartitionReader {
         var ends = highs
         var pending: [TopicPartition: [KafkaRecord]] = [:]
         var pendingCount = 0
+        // `.latestPerKey` partitions: each key's last record so far.
+        var latest: [TopicPartition: [[UInt8]?: KafkaRecord]] = [:]
         let clock = ContinuousClock()
         let stallLimit = Duration.milliseconds(Int64(timeoutMilliseconds)) // not from a Double: an Int32 of milliseconds
         var lastProgress = clock.now
@@ -303,7 +134,7 @@ extension RDKafkaPartitionReader {
         while !highs.isEmpty {
             if clock.now - lastProgress > stallLimit {
                 _ = flush([.failure(KafkaError(
-                    code: .restore, message: "no progress reading \(Array(highs.keys)) for \(stallLimit); is the partition leader reachable?",
+                    code: .restore, message: "no progress reading \(highs.keys.sorted()) for \(stallLimit); is the partition leader reachable?",
                     isRetryable: true))])
                 return
             }
@@ -328,23 +159,92 @@ extension RDKafkaPartitionReader {
             switch raw.err {
             case RD_KAFKA_RESP_ERR_NO_ERROR:
                 ends[partition] = max(ends[partition] ?? high, raw.offset + 1)
-                if reads[partition] == .records {
+                switch reads[partition] ?? .records {
+                case .endOffset:
+                    break
+                case .latestPerKey:
+                    let record = RDKafkaMessage.record(from: message, topicNames: &topicNames)
+                    latest[partition, default: [:]][record.key] = record
+                case .recordsSince(let since):
+                    // Older records are skipped even past the offset the
+                    // lookup found: Tansu answers it with the partition's
+                    // first offset for any time.
+                    let record = RDKafkaMessage.record(from: message, topicNames: &topicNames)
+                    if let time = record.timestampMilliseconds, time < since { break }
+                    pending[partition, default: []].append(record)
+                    pendingCount += 1
+                case .records:
                     pending[partition, default: []].append(RDKafkaMessage.record(from: message, topicNames: &topicNames))
                     pendingCount += 1
                 }
             case RD_KAFKA_RESP_ERR__PARTITION_EOF:
                 guard raw.offset >= high else { break }
                 highs[partition] = nil
-                let caughtUp = Result<PartitionReadEvent, KafkaError>.success(.caughtUp(partition, endOffset: max(ends[partition] ?? high, raw.offset)))
-                guard flush([caughtUp]) else { return }
+                guard flush() else { return }
+                // Each key's last record, in offset order, in batches.
+                let kept = (latest.removeValue(forKey: partition) ?? [:]).values.sorted { $0.offset < $1.offset }
+                for first in stride(from: 0, to: kept.count, by: Self.batchSize) {
+                    let batch = Array(kept[first..<min(first + Self.batchSize, kept.count)])
+                    guard buffer.push([.success(.records(partition, batch))]) else { return }
+                }
+                let end = max(ends[partition] ?? high, raw.offset)
+                guard buffer.push([.success(.caughtUp(partition, endOffset: end))]) else { return }
             default:
                 logger.warning("Kafka restore read error", metadata: [
                     "kafka.topic": "\(partition.topic)", "kafka.partition": "\(partition.partition)",
                     "kafka.error": "\(String(cString: rd_kafka_err2name(raw.err)))",
                 ])
             }
-            if pendingCount >= 1024 {
+            if pendingCount >= Self.batchSize {
                 guard flush() else { return }
+            }
+        }
+    }
+
+    /// The most records handed over at once.
+    static let batchSize = 1_024
+
+    /// Where a partition's read starts, or that there is nothing to read.
+    private enum Start {
+        /// Read from `offset`; `high` is the watermark the end must reach.
+        case read(from: Int64, high: Int64)
+        /// Nothing to read: the partition ends at this offset.
+        case atEnd(Int64)
+    }
+
+    /// Where to start reading `partition` for `read`: its watermarks, and
+    /// for `.recordsSince` the first record of that time (a lookup by
+    /// timestamp); blocks up to the timeout.
+    private func start(of partition: TopicPartition, _ read: PartitionRead, timeoutMilliseconds: Int32) -> Result<Start, KafkaError> {
+        let (topic, number) = (partition.topic, partition.partition)
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let error = rd_kafka_query_watermark_offsets(handle.pointer, topic, number, &low, &high, timeoutMilliseconds)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            return .failure(KafkaError(code: .restore, message: "could not read the end offset of \(partition)", error: error))
+        }
+        guard high > low else { return .success(.atEnd(high)) }
+        let beginning = Int64(RD_KAFKA_OFFSET_BEGINNING)
+        switch read {
+        case .records, .latestPerKey:
+            return .success(.read(from: beginning, high: high))
+        case .endOffset:
+            return .success(.read(from: high, high: high))
+        case .recordsSince(let since):
+            switch offset(atTime: since, topic: topic, partition: number, end: high, timeoutMilliseconds: timeoutMilliseconds) {
+            case .failure(let failure):
+                return .failure(failure)
+            case .success(let offset) where offset < high:
+                return .success(.read(from: offset, high: high))
+            case .success:
+                // "No record that recent" is also what a broker that cannot
+                // look up by time answers (librdkafka's mock cluster): the
+                // last record's time tells which. When it is recent, the
+                // partition is read from its beginning.
+                guard let last = lastTimestamp(topic: topic, partition: number, end: high, timeoutMilliseconds: timeoutMilliseconds),
+                      last >= since
+                else { return .success(.atEnd(high)) }
+                return .success(.read(from: beginning, high: high))
             }
         }
     }

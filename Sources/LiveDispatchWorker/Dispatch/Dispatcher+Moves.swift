@@ -327,26 +327,16 @@ extension Dispatcher {
         let commands = commandsPartition(number)
         var ends: [TopicPartition: Int64] = [:]
         var read = (states: 0, tokens: 0)
-        // The last snapshot of each activity wins, so only it is decoded: a
+        // Only each activity's last snapshot is read and decoded: a
         // changelog's head is not compacted yet (Tansu never compacts), and
         // an activity pushed a thousand times has a thousand snapshots there.
-        var snapshots: [String: [UInt8]?] = [:]
-        try await reader.read([states: .records, tokenStore: .records, commands: .endOffset, registrations: .endOffset]) { event in
+        try await reader.read([states: .latestPerKey, tokenStore: .records, commands: .endOffset, registrations: .endOffset]) { event in
             switch event {
             case .records(let partition, let records) where partition == states:
-                for record in records { snapshots[String(decoding: record.key ?? [], as: UTF8.self)] = .some(record.value) }
-                read.states += records.count
-            case .caughtUp(let partition, _) where partition == states:
-                // In slices, each under one lock take.
-                var slice: [(key: String, value: [UInt8]?)] = []
-                for entry in snapshots {
-                    slice.append(entry)
-                    guard slice.count == 1_024 else { continue }
-                    runner.restoring { machine in for (key, value) in slice { machine.restoreState(key: key, value: value) } }
-                    slice.removeAll(keepingCapacity: true)
+                runner.restoring { machine in
+                    for record in records { machine.restoreState(key: String(decoding: record.key ?? [], as: UTF8.self), value: record.value) }
                 }
-                runner.restoring { machine in for (key, value) in slice { machine.restoreState(key: key, value: value) } }
-                snapshots = [:]
+                read.states += records.count
             case .records(_, let records):
                 runner.restoring { machine in
                     for record in records { machine.restoreToken(key: record.key ?? [], value: record.value) }
