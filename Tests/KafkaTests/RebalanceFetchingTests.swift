@@ -1,5 +1,6 @@
 import Foundation
 import Kafka
+import Logging
 import Synchronization
 import Testing
 
@@ -15,13 +16,20 @@ struct RebalanceFetchingTests {
         let fixture = try LoadedTopic("keep", partitions: 4)
         let (topic, configuration) = (fixture.topic, fixture.configuration(group: uniqueName("g")))
 
-        // The member finishes what it gives up before letting go, as the
-        // dispatcher does (a hand-over mark written, sends awaited): 100 ms,
-        // long enough for the fetch in flight to end while its partitions
-        // are paused, leaving the broker thread with nothing to fetch.
+        // The member lets go only once its broker thread has stopped
+        // fetching: every partition paused for the rebalance and no fetch of
+        // them in flight (librdkafka's fetch and msg debug logs tell). That
+        // leaves the broker thread with nothing to fetch, as a member whose
+        // hand-over work (a mark written, sends awaited) outlasts the fetch
+        // in flight does.
+        let watch = FetchWatch(topic: topic)
+        var logger = Logger(label: "staying") { _ in FetchWatchHandler(watch: watch) }
+        logger.logLevel = .debug
+        var watched = configuration
+        watched.client.properties["debug"] = "fetch,msg"
         let staying = try KafkaConsumer(
-            configuration: configuration, topics: [topic], logger: testLogger("staying"),
-            onRevocation: { _, _ in usleep(100_000) })
+            configuration: watched, topics: [topic], logger: logger,
+            onRevocation: { _, _ in watch.waitUntilIdle(seconds: 5) })
         // What the member read, when, and how long after each record was produced.
         let seen = Mutex<[(event: KafkaConsumerEvent, at: Double)]>([])
         let run = Task { try await staying.run() }
@@ -31,9 +39,7 @@ struct RebalanceFetchingTests {
                 seen.withLock { $0.append((event, now)) }
             }
         }
-        // A steady pace (not one paced by the broker's answers, whose bursts
-        // hide the idle broker thread this test is about).
-        let load = fixture.load(every: .milliseconds(20))
+        let load = fixture.load()
         defer { load.cancel() }
         try await waitFor("the staying member to read every partition") {
             Set(seen.withLock { $0.compactMap { if case .record(let record) = $0.event { record.partition } else { nil } } }).count == 4 ? true : nil
@@ -57,24 +63,29 @@ struct RebalanceFetchingTests {
         _ = try await run.value
         _ = await reader.value
 
-        // A record produced while this member owned its partition, whether
-        // other partitions were moving or not, is read at once: records of a
-        // partition it got back are left out (they waited for the move).
-        var ownedSince: [Int32: Double] = [:]
+        // A record of a partition this member kept through every rebalance
+        // so far is read at once, whichever other partitions were moving:
+        // what is read of the partitions it gave up is left out from their
+        // first revocation on (got back, they resume where the other
+        // member's commit left them and read a backlog first).
+        var movedSince: [Int32: Double] = [:]
         var worst = 0.0
         var judged = 0
         for (event, at) in seen.withLock({ $0 }) {
             switch event {
-            case .assigned(let partitions): for partition in partitions { ownedSince[partition.partition] = at }
-            case .revoked(let partitions, _): for partition in partitions { ownedSince[partition.partition] = nil }
+            case .assigned:
+                break
+            case .revoked(let partitions, _):
+                for partition in partitions where movedSince[partition.partition] == nil { movedSince[partition.partition] = at }
             case .record(let record):
                 let produced = producedAt(record)
-                guard let since = ownedSince[record.partition], produced > since, produced > rebalances[0] else { continue }
+                guard produced > rebalances[0], at < movedSince[record.partition] ?? .infinity else { continue }
                 judged += 1
                 worst = max(worst, at - produced)
             }
         }
         #expect(rebalances.count >= 5)
+        #expect(watch.waits.idle == watch.waits.all && watch.waits.all >= 2, "revocations that went on with a fetch in flight: \(watch.waits.all - watch.waits.idle) of \(watch.waits.all)")
         #expect(judged > 200)
         #expect(worst < 0.5, "a record of a kept partition waited \(String(format: "%.3f", worst)) s")
     }
@@ -148,22 +159,100 @@ private struct LoadedTopic {
         return configuration
     }
 
-    /// Writes one record to each partition after another until cancelled:
-    /// a round `every` so long, else paced by the broker (each record waits
-    /// until it is stored).
-    func load(every pace: Duration? = nil) -> Task<Void, Never> {
+    /// Writes one record to each partition after another until cancelled,
+    /// paced by the broker: each record waits until it is stored.
+    func load() -> Task<Void, Never> {
         Task { [producer, topic, partitions] in
             while !Task.isCancelled {
                 for partition in 0..<partitions {
-                    if pace != nil {
-                        _ = try? producer.enqueue(topic: topic, key: nil, value: Array("tick".utf8), partition: partition)
-                    } else {
-                        _ = try? await producer.send(topic: topic, key: nil, value: Array("tick".utf8), partition: partition)
-                    }
+                    _ = try? await producer.send(topic: topic, key: nil, value: Array("tick".utf8), partition: partition)
                 }
-                if let pace { try? await Task.sleep(for: pace) }
             }
         }
+    }
+}
+
+/// What a consumer's broker thread does with each partition of a topic,
+/// from librdkafka's `fetch` and `msg` debug logs (delivered on the thread
+/// that logs): whether it fetches the partition, and whether a fetch of it
+/// is in flight.
+private final class FetchWatch: @unchecked Sendable {
+    private let marker: String
+    /// Guards everything below; signalled on every line about the topic.
+    private let condition = NSCondition()
+    private var fetchable: [Int32: Bool] = [:]
+    /// The sequence number of the last fetch request and answer naming each partition.
+    private var lastRequest: [Int32: Int] = [:]
+    private var lastAnswer: [Int32: Int] = [:]
+    private var lines = 0
+    private var idleCount = 0
+    private var waitCount = 0
+
+    init(topic: String) { marker = "\(topic) [" }
+
+    /// How many waits there were, and how many ended with the broker thread idle.
+    var waits: (all: Int, idle: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (waitCount, idleCount)
+    }
+
+    func saw(_ line: String) {
+        guard let range = line.range(of: marker),
+              let partition = Int32(line[range.upperBound...].prefix { $0.isNumber })
+        else { return }
+        condition.lock()
+        defer { condition.unlock() }
+        lines += 1
+        if line.contains("is not fetchable") {
+            fetchable[partition] = false
+        } else if line.contains("is fetchable") {
+            fetchable[partition] = true
+        } else if line.contains("Fetch topic") {
+            lastRequest[partition] = lines
+        } else if line.contains("MessageSet size") || line.contains("fetch response") {
+            lastAnswer[partition] = lines
+        }
+        condition.broadcast()
+    }
+
+    /// Blocks the calling thread (the consumer's, serving a rebalance)
+    /// until the broker thread fetches nothing and has no fetch in flight,
+    /// or until `seconds` have passed.
+    func waitUntilIdle(seconds: Double) {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        waitCount += 1
+        while true {
+            let idle = fetchable.values.allSatisfy { !$0 } && lastRequest.allSatisfy { $0.value < lastAnswer[$0.key, default: -1] }
+            if idle {
+                idleCount += 1
+                return
+            }
+            guard condition.wait(until: deadline) else { return }
+        }
+    }
+}
+
+/// Hands a consumer's librdkafka log lines to a ``FetchWatch``; prints
+/// warnings and errors as the other tests' loggers do.
+private struct FetchWatchHandler: LogHandler {
+    let watch: FetchWatch
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .debug
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(
+        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
+        function: String, line: UInt
+    ) {
+        if let text = metadata?["kafka.log"] { watch.saw(text.description) }
+        if level >= .warning { FileHandle.standardError.write(Data("\(level): \(message) \(metadata ?? [:])\n".utf8)) }
     }
 }
 
