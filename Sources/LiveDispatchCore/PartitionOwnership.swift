@@ -104,20 +104,42 @@ public struct PartitionOwnership: Sendable {
         case released(Int32, seconds: Double, settled: Bool)
     }
 
+    /// Where a held partition stands, with what that stage needs.
+    private enum Stage: Sendable, Hashable {
+        /// Restoring, waiting for the previous owner to let go; `until`
+        /// once it was found lingering: when to stop waiting.
+        case awaitingRelease(until: UnixTime?)
+        /// Restoring: the previous owner has let go; the changelogs are read.
+        case reading
+        case owned
+        /// Pushed until claimed, or until `until`.
+        case lingering(until: UnixTime)
+        /// Awaiting what is under way until `until`; `lingered` when it
+        /// lingered first, so its mark is released with it.
+        case releasing(until: UnixTime, lingered: Bool)
+
+        var phase: Phase {
+            switch self {
+            case .awaitingRelease, .reading: .restoring
+            case .owned: .owned
+            case .lingering: .lingering
+            case .releasing: .releasing
+            }
+        }
+
+        var deadline: UnixTime? {
+            switch self {
+            case .awaitingRelease(let until): until
+            case .lingering(let until), .releasing(let until, _): until
+            case .reading, .owned: nil
+            }
+        }
+    }
+
     private struct Entry: Sendable, Hashable {
-        var phase: Phase
+        var stage: Stage
         /// When the current phase began.
         var since: UnixTime
-        /// Releasing: when it lets go whatever is still under way.
-        /// Lingering: when it stops pushing. Restoring: when it stops
-        /// waiting for the previous owner.
-        var deadline: UnixTime?
-        /// Restoring: the previous owner has let go; the changelogs are read.
-        var cleared = false
-        /// Restoring: the previous owner was found lingering.
-        var waited = false
-        /// Releasing: it lingered first, so its mark is released with it.
-        var lingered = false
     }
 
     /// The longest any worker lingers: a mark whose deadline lies further
@@ -135,11 +157,11 @@ public struct PartitionOwnership: Sendable {
     }
 
     /// The phase of `number`, or nil when this worker does not hold it.
-    public func phase(of number: Int32) -> Phase? { entries[number]?.phase }
+    public func phase(of number: Int32) -> Phase? { entries[number]?.stage.phase }
 
     /// The partitions in `phase`, in order.
     public func partitions(in phase: Phase) -> [Int32] {
-        entries.filter { $0.value.phase == phase }.keys.sorted()
+        entries.filter { $0.value.stage.phase == phase }.keys.sorted()
     }
 
     /// Every partition this worker holds, in any phase, in order.
@@ -148,18 +170,23 @@ public struct PartitionOwnership: Sendable {
     /// The partitions whose mark is to be read: taken ones waiting for
     /// their previous owner, and lingering ones waiting for a claim.
     public var awaitingMarks: [Int32] {
-        entries.filter { ($0.value.phase == .restoring && !$0.value.cleared) || $0.value.phase == .lingering }.keys.sorted()
+        entries.filter {
+            switch $0.value.stage {
+            case .awaitingRelease, .lingering: true
+            case .reading, .owned, .releasing: false
+            }
+        }.keys.sorted()
     }
 
     /// Whether the partition's previous owner has let go, so its changelogs
     /// may be read (and it is not restored yet).
     public func mayRestore(_ number: Int32) -> Bool {
-        entries[number].map { $0.phase == .restoring && $0.cleared } ?? false
+        entries[number]?.stage == .reading
     }
 
     /// The partitions this worker may push for: restored and not released yet.
     public func mayPush(_ number: Int32) -> Bool {
-        switch entries[number]?.phase {
+        switch entries[number]?.stage.phase {
         case .owned, .lingering: true
         case .restoring, .releasing, nil: false
         }
@@ -167,7 +194,7 @@ public struct PartitionOwnership: Sendable {
 
     /// The earliest deadline of any phase; nil when none is set.
     public var nextDeadline: UnixTime? {
-        entries.values.compactMap(\.deadline).min()
+        entries.values.compactMap(\.stage.deadline).min()
     }
 
     /// The group assigned `numbers` (incrementally: only the new ones).
@@ -175,7 +202,7 @@ public struct PartitionOwnership: Sendable {
         var actions: [Action] = []
         for number in Set(numbers).sorted() {
             if let entry = entries[number] {
-                switch entry.phase {
+                switch entry.stage.phase {
                 case .restoring, .owned:
                     continue
                 case .lingering, .releasing:
@@ -183,7 +210,7 @@ public struct PartitionOwnership: Sendable {
                     actions += release(number, commit: true, settled: false, now: now)
                 }
             }
-            entries[number] = Entry(phase: .restoring, since: now)
+            entries[number] = Entry(stage: .awaitingRelease(until: nil), since: now)
             actions.append(.take(number))
         }
         return actions
@@ -192,32 +219,29 @@ public struct PartitionOwnership: Sendable {
     /// The partition's mark was read.
     public mutating func markRead(_ number: Int32, _ mark: HandOverMark, now: UnixTime) -> [Action] {
         guard var entry = entries[number] else { return [] }
-        switch (entry.phase, mark) {
-        case (.restoring, _) where entry.cleared:
-            return []
-        case (.restoring, .released):
+        switch (entry.stage, mark) {
+        case (.awaitingRelease, .released):
             return clear(number, released: true, now: now)
-        case (.restoring, .lingering(let until)), (.restoring, .claimed(let until)):
+        case (.awaitingRelease(let waiting), .lingering(let until)), (.awaitingRelease(let waiting), .claimed(let until)):
             // The old owner pushes until `until`, then takes its release timeout to let go.
-            let latest = min(until, entry.deadline.map { $0 + -waitAfterDeadline } ?? now + Self.longestLinger)
+            let latest = min(until, waiting.map { $0 + -waitAfterDeadline } ?? now + Self.longestLinger)
             let deadline = latest + waitAfterDeadline
             guard now < deadline else { return clear(number, released: false, now: now) }
-            entry.deadline = deadline
-            entry.waited = true
+            entry.stage = .awaitingRelease(until: deadline)
             entries[number] = entry
             if case .lingering = mark { return [.mark(number, .claimed(until: until))] }
             return []
         case (.lingering, .claimed):
             return stopLingering(number, claimed: true, now: now)
-        case (.lingering, _), (.owned, _), (.releasing, _):
+        case (.reading, _), (.lingering, _), (.owned, _), (.releasing, _):
             return []
         }
     }
 
     /// The partition's changelogs are read.
     public mutating func restored(_ number: Int32, now: UnixTime) -> [Action] {
-        guard let entry = entries[number], entry.phase == .restoring, entry.cleared else { return [] }
-        entries[number] = Entry(phase: .owned, since: now)
+        guard let entry = entries[number], entry.stage == .reading else { return [] }
+        entries[number] = Entry(stage: .owned, since: now)
         return [.resume(number), .observe(.takenOver(number, seconds: max(0, now - entry.since)))]
     }
 
@@ -226,7 +250,7 @@ public struct PartitionOwnership: Sendable {
         var actions: [Action] = []
         for number in Set(numbers).sorted() {
             guard let entry = entries[number] else { continue }
-            switch (entry.phase, lost) {
+            switch (entry.stage.phase, lost) {
             case (_, true):
                 actions += release(number, commit: false, settled: false, now: now)
             case (.restoring, false):
@@ -234,7 +258,7 @@ public struct PartitionOwnership: Sendable {
                 actions += release(number, commit: true, settled: true, now: now)
             case (.owned, false) where configuration.lingerTimeout > 0 && !leaving:
                 let until = now + min(configuration.lingerTimeout, Self.longestLinger)
-                entries[number] = Entry(phase: .lingering, since: now, deadline: until)
+                entries[number] = Entry(stage: .lingering(until: until), since: now)
                 actions += [.linger(number), .mark(number, .lingering(until: until))]
             case (.owned, false):
                 actions += quiesce(number, lingered: false, now: now)
@@ -255,16 +279,16 @@ public struct PartitionOwnership: Sendable {
 
     /// A releasing partition has no send or write under way any more.
     public mutating func settled(_ number: Int32, now: UnixTime) -> [Action] {
-        guard entries[number]?.phase == .releasing else { return [] }
+        guard entries[number]?.stage.phase == .releasing else { return [] }
         return release(number, commit: true, settled: true, now: now)
     }
 
     /// Acts on every deadline that has passed: releases cut short, lingers
     /// ended, waits for a previous owner given up.
     public mutating func timerFired(now: UnixTime) -> [Action] {
-        let due = entries.filter { $0.value.deadline.map { $0 <= now } ?? false }.sorted { $0.key < $1.key }
+        let due = entries.filter { $0.value.stage.deadline.map { $0 <= now } ?? false }.sorted { $0.key < $1.key }
         return due.flatMap { number, entry -> [Action] in
-            switch entry.phase {
+            switch entry.stage.phase {
             case .releasing: release(number, commit: true, settled: false, now: now)
             case .lingering: stopLingering(number, claimed: false, now: now)
             case .restoring: clear(number, released: false, now: now)
@@ -280,31 +304,33 @@ public struct PartitionOwnership: Sendable {
     }
 
     private mutating func clear(_ number: Int32, released: Bool, now: UnixTime) -> [Action] {
-        guard var entry = entries[number] else { return [] }
-        entry.cleared = true
-        entry.deadline = nil
-        entries[number] = entry
-        let waited: [Action] = entry.waited || !released
+        guard let entry = entries[number], case .awaitingRelease(let until) = entry.stage else { return [] }
+        entries[number] = Entry(stage: .reading, since: entry.since)
+        // A previous owner found lingering was waited for (`until`).
+        let waited: [Action] = until != nil || !released
             ? [.observe(.waitedForRelease(number, seconds: max(0, now - entry.since), released: released))] : []
         return [.restore(number)] + waited
     }
 
     private mutating func stopLingering(_ number: Int32, claimed: Bool, now: UnixTime) -> [Action] {
-        guard let entry = entries[number], entry.phase == .lingering else { return [] }
+        guard let entry = entries[number], entry.stage.phase == .lingering else { return [] }
         return [.observe(.lingered(number, seconds: max(0, now - entry.since), claimed: claimed))] + quiesce(number, lingered: true, now: now)
     }
 
     private mutating func quiesce(_ number: Int32, lingered: Bool, now: UnixTime) -> [Action] {
-        var entry = Entry(phase: .releasing, since: now, deadline: now + max(0, configuration.releaseTimeout))
-        entry.lingered = lingered
-        entries[number] = entry
+        entries[number] = Entry(stage: .releasing(until: now + max(0, configuration.releaseTimeout), lingered: lingered), since: now)
         return [.quiesce(number)]
     }
 
     private mutating func release(_ number: Int32, commit: Bool, settled: Bool, now: UnixTime) -> [Action] {
         guard let entry = entries.removeValue(forKey: number) else { return [] }
-        let since = entry.phase == .releasing ? entry.since : now
-        let lingered = entry.phase == .lingering || entry.lingered
+        let since: UnixTime
+        let lingered: Bool
+        switch entry.stage {
+        case .releasing(_, let afterLingering): (since, lingered) = (entry.since, afterLingering)
+        case .lingering: (since, lingered) = (now, true)
+        case .awaitingRelease, .reading, .owned: (since, lingered) = (now, false)
+        }
         return [.release(number, commit: commit)] + (lingered ? [.mark(number, .released)] : [])
             + [.observe(.released(number, seconds: max(0, now - since), settled: settled))]
     }

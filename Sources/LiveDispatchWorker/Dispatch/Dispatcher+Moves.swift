@@ -67,16 +67,8 @@ extension Dispatcher {
     func revoking(_ partitions: [TopicPartition], lost: Bool) {
         let numbers = partitions.filter { $0.topic == configuration.topic(.commands) }.map(\.partition)
         perform(ownership.withLock { $0.revoked(numbers, lost: lost, now: clock()) })
-        while true {
-            let releasing = ownership.withLock { $0.partitions(in: .releasing) }.filter(numbers.contains)
-            guard !releasing.isEmpty else { return }
-            let settled = releasing.filter { runner($0)?.isSettled ?? true }
-            let actions = ownership.withLock { ownership in
-                let now = clock()
-                return settled.flatMap { ownership.settled($0, now: now) } + ownership.timerFired(now: now)
-            }
-            perform(actions)
-            if actions.isEmpty { usleep(1_000) }
+        while ownership.withLock({ $0.partitions(in: .releasing) }).contains(where: numbers.contains) {
+            if !settleReleasing(among: numbers) { usleep(1_000) }
         }
     }
 
@@ -196,11 +188,19 @@ extension Dispatcher {
 
     private func keepDeadlines() async {
         while !Task.isCancelled {
-            let releasing = ownership.withLock { $0.partitions(in: .releasing) }
-            let settled = releasing.filter { runner($0)?.isSettled ?? true }
-            decide { ownership, now in settled.flatMap { ownership.settled($0, now: now) } + ownership.timerFired(now: now) }
+            settleReleasing()
             try? await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// Releases the releasing partitions (of `numbers`, when given) with no
+    /// send or write under way any more, and acts on every deadline passed;
+    /// whether the machine decided anything.
+    @discardableResult
+    private func settleReleasing(among numbers: [Int32]? = nil) -> Bool {
+        let releasing = ownership.withLock { $0.partitions(in: .releasing) }.filter { numbers?.contains($0) ?? true }
+        let settled = releasing.filter { runner($0)?.isSettled ?? true }
+        return decide { ownership, now in settled.flatMap { ownership.settled($0, now: now) } + ownership.timerFired(now: now) }
     }
 
     /// Lets the machine decide and does what it says, counted in
@@ -208,11 +208,13 @@ extension Dispatcher {
     /// I/O: a partition the machine lets go is gone from it before its
     /// release and mark are written, and a worker stopping must not close
     /// the follower in between.
-    private func decide(_ body: (inout PartitionOwnership, UnixTime) -> [PartitionOwnership.Action]) {
+    @discardableResult
+    private func decide(_ body: (inout PartitionOwnership, UnixTime) -> [PartitionOwnership.Action]) -> Bool {
         handOversUnderWay.add(1, ordering: .sequentiallyConsistent)
         defer { handOversUnderWay.subtract(1, ordering: .sequentiallyConsistent) }
         let actions = ownership.withLock { body(&$0, clock()) }
         if !actions.isEmpty { perform(actions) }
+        return !actions.isEmpty
     }
 
     func take(_ number: Int32) {
