@@ -149,7 +149,11 @@ private struct LoadedTopic {
         topic = uniqueName(name)
         self.partitions = partitions
         try cluster.createTopic(topic, partitions: Int(partitions))
-        producer = try KafkaProducer(configuration: testProducerConfiguration(cluster: cluster), logger: testLogger())
+        // Batches sent every 5 ms: a record waits that long for its batch,
+        // which sets the load's pace (about 200 records a second).
+        var producing = testProducerConfiguration(cluster: cluster)
+        producing.linger = .milliseconds(5)
+        producer = try KafkaProducer(configuration: producing, logger: testLogger())
     }
 
     func configuration(group: String) -> KafkaConsumerConfiguration {
@@ -160,7 +164,8 @@ private struct LoadedTopic {
     }
 
     /// Writes one record to each partition after another until cancelled,
-    /// paced by the broker: each record waits until it is stored.
+    /// each once the one before is stored: paced by the producer's batches
+    /// and the broker.
     func load() -> Task<Void, Never> {
         Task { [producer, topic, partitions] in
             while !Task.isCancelled {
@@ -247,12 +252,11 @@ private struct FetchWatchHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-        function: String, line: UInt
-    ) {
-        if let text = metadata?["kafka.log"] { watch.saw(text.description) }
-        if level >= .warning { FileHandle.standardError.write(Data("\(level): \(message) \(metadata ?? [:])\n".utf8)) }
+    func log(event: LogEvent) {
+        if let text = event.metadata?["kafka.log"] { watch.saw(text.description) }
+        if event.level >= .warning {
+            FileHandle.standardError.write(Data("\(event.level): \(event.message) \(event.metadata ?? [:])\n".utf8))
+        }
     }
 }
 
