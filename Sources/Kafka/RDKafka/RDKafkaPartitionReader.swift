@@ -159,22 +159,20 @@ extension RDKafkaPartitionReader {
             switch raw.err {
             case RD_KAFKA_RESP_ERR_NO_ERROR:
                 ends[partition] = max(ends[partition] ?? high, raw.offset + 1)
-                switch reads[partition] ?? .records {
+                let read = reads[partition] ?? .records
+                switch read {
                 case .endOffset:
                     break
                 case .latestPerKey:
                     let record = RDKafkaMessage.record(from: message, topicNames: &topicNames)
                     latest[partition, default: [:]][record.key] = record
-                case .recordsSince(let since):
+                case .records, .recordsSince:
+                    let record = RDKafkaMessage.record(from: message, topicNames: &topicNames)
                     // Older records are skipped even past the offset the
                     // lookup found: Tansu answers it with the partition's
                     // first offset for any time.
-                    let record = RDKafkaMessage.record(from: message, topicNames: &topicNames)
-                    if let time = record.timestampMilliseconds, time < since { break }
+                    if case .recordsSince(let since) = read, let time = record.timestampMilliseconds, time < since { break }
                     pending[partition, default: []].append(record)
-                    pendingCount += 1
-                case .records:
-                    pending[partition, default: []].append(RDKafkaMessage.record(from: message, topicNames: &topicNames))
                     pendingCount += 1
                 }
             case RD_KAFKA_RESP_ERR__PARTITION_EOF:
