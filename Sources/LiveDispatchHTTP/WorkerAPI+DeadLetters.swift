@@ -27,7 +27,9 @@ extension WorkerAPI {
         }
     }
 
-    /// `POST /v1/dead-letters/{id}/replay`: produces a dead letter's original record again.
+    /// `POST /v1/dead-letters/{id}/replay`: produces a dead letter's
+    /// original record again, or re-registers the update token a push to
+    /// which failed (``DeadLetterReplay``).
     func replayDeadLetter(_ input: Operations.ReplayDeadLetter.Input) async throws -> Operations.ReplayDeadLetter.Output {
         let id = input.path.id
         let parts = id.split(separator: "-", omittingEmptySubsequences: false)
@@ -44,30 +46,42 @@ extension WorkerAPI {
         guard let value = found else {
             return .notFound(.init(body: .json(.init(error: "not-found", message: "no dead letter \(id) in the dead-letters topic"))))
         }
-        guard let value, let letter = try? DeadLetter(json: JSONValue.parse(value)), let origin = letter.origin, let original = origin.value else {
-            return .conflict(.init(body: .json(.init(error: "no-original", message: "dead letter \(id) keeps no original record to replay"))))
+        guard let value, let letter = try? DeadLetter(json: JSONValue.parse(value)) else {
+            return Self.conflict(.init(code: "no-original", message: "dead letter \(id) keeps no original record to replay"))
         }
-        // A dead letter cut to fit keeps only a prefix of its record: replaying
-        // it would replace the event with broken JSON.
-        if letter.details["truncated"] == .bool(true) {
-            let size = letter.details["value_bytes"]?.integerValue.map { " of \($0) bytes" } ?? ""
-            return .conflict(.init(body: .json(.init(
-                error: "truncated",
-                message: "dead letter \(id) keeps only a prefix of its original record\(size); replay it from \(origin.topic) partition \(origin.partition) offset \(origin.offset) instead"))))
-        }
-        let allowed = rules().topics.union([topics.commands, topics.tokens])
-        guard allowed.contains(origin.topic) else {
-            return .conflict(.init(body: .json(.init(
-                error: "topic-not-replayable", message: "dead letter \(id) came from \(origin.topic), which the worker's rules do not read"))))
+        let replay = DeadLetterReplay(
+            id: id, tokensTopic: topics.tokens, replayableTopics: rules().topics.union([topics.commands, topics.tokens]), apps: apps)
+        let record: DeadLetterReplay.Record
+        switch replay.decide(letter) {
+        case .refused(let refusal):
+            return Self.conflict(refusal)
+        case .produce(let original):
+            record = original
+        case .reregister(let activity, let token):
+            var stored = StoredTokenQuery(activity: activity, token: token)
+            switch await Self.reading({ try await readTopic(topics.tokenStore, .key(activity.rawValue)) { stored.consider(key: $0.key, value: $0.value) } }) {
+            case .busy(let answer)?: return .tooManyRequests(answer)
+            case .unavailable(let answer)?: return .serviceUnavailable(answer)
+            case nil: break
+            }
+            switch replay.reregistration(of: letter, activity: activity, token: token, stored: stored.registration, now: UnixTime(seconds: Date().timeIntervalSince1970)) {
+            case .success(let registration): record = registration
+            case .failure(let refusal): return Self.conflict(refusal)
+            }
         }
         do {
-            try await produce(origin.topic, Array((origin.key ?? "").utf8), Array(original.utf8))
+            try await produce(record.topic, Array(record.key.utf8), record.value)
         } catch {
             return .serviceUnavailable(.init(
                 headers: .init(retryAfter: 1),
                 body: .json(.init(error: "unavailable", message: "Kafka did not acknowledge the record (\(error)); nothing was replayed, retry later"))))
         }
-        return .accepted(.init(body: .json(.init(id: id, topic: origin.topic))))
+        return .accepted(.init(body: .json(.init(id: id, topic: record.topic))))
+    }
+
+    /// The 409 for a dead letter that is not replayed.
+    static func conflict(_ refusal: DeadLetterReplay.Refusal) -> Operations.ReplayDeadLetter.Output {
+        .conflict(.init(body: .json(.init(error: refusal.code, message: refusal.message))))
     }
 
     /// Why reads of internal topics gave no answer.

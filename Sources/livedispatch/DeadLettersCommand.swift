@@ -8,7 +8,7 @@ import NIOHTTP1
 struct DeadLettersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "dead-letters",
-        abstract: "List dead letters and replay their original records, through a worker's HTTP API.",
+        abstract: "List dead letters and replay them (their original records, or a failed push's token registered again), through a worker's HTTP API.",
         subcommands: [List.self, Replay.self])
 
     /// Where the worker is and the key to use.

@@ -327,8 +327,11 @@ async function loadDeadLetters() {
       onclick: () => replay(entry.id, button, status),
     });
     // A dead letter cut to fit keeps only a prefix of its record: not replayable.
+    // One without a record but with a token is a push failure: the worker
+    // re-registers an update token, or says why it cannot.
     const truncated = Boolean(letter.details && letter.details.truncated);
-    if (!origin || origin.value === undefined || truncated) button.disabled = true;
+    const replayable = origin ? origin.value !== undefined : Boolean(letter.token);
+    if (!replayable || truncated) button.disabled = true;
     if (truncated) button.title = "Only a prefix of the original record is kept; replay it from its topic.";
     return element("tr", { "data-id": entry.id, "data-activity": letter.activity_id || "" },
       element("td", { class: "mono", text: entry.id }),

@@ -2362,7 +2362,11 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// value, as kept in the dead letter's `origin`) again, for a record
     /// that failed for a reason since fixed (a rule, a token, an APNs
     /// outage). Only to a topic the worker's rules read or to the
-    /// `commands` and `tokens` topics. Needs a key with the `admin` scope.
+    /// `commands` and `tokens` topics. A push that failed for good to an
+    /// update token (`apns-rejected`, `retries-exhausted`) keeps no record:
+    /// its replay registers the token again on `tokens`, as `token-store`
+    /// holds it, and the activity's owner sends it the current state.
+    /// Needs a key with the `admin` scope.
     ///
     ///
     /// - Remark: HTTP `POST /v1/dead-letters/{id}/replay`.

@@ -1484,7 +1484,7 @@ extension Components {
         internal struct Replayed: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Replayed/id`.
             internal var id: Swift.String
-            /// Where the original record was produced again.
+            /// Where the record was produced (the original's topic, or `tokens` for a push failure's re-registration).
             ///
             /// - Remark: Generated from `#/components/schemas/Replayed/topic`.
             internal var topic: Swift.String
@@ -1492,7 +1492,7 @@ extension Components {
             ///
             /// - Parameters:
             ///   - id:
-            ///   - topic: Where the original record was produced again.
+            ///   - topic: Where the record was produced (the original's topic, or `tokens` for a push failure's re-registration).
             internal init(
                 id: Swift.String,
                 topic: Swift.String

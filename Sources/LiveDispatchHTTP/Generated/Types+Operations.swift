@@ -3109,7 +3109,11 @@ internal enum Operations {
     /// value, as kept in the dead letter's `origin`) again, for a record
     /// that failed for a reason since fixed (a rule, a token, an APNs
     /// outage). Only to a topic the worker's rules read or to the
-    /// `commands` and `tokens` topics. Needs a key with the `admin` scope.
+    /// `commands` and `tokens` topics. A push that failed for good to an
+    /// update token (`apns-rejected`, `retries-exhausted`) keeps no record:
+    /// its replay registers the token again on `tokens`, as `token-store`
+    /// holds it, and the activity's owner sends it the current state.
+    /// Needs a key with the `admin` scope.
     ///
     ///
     /// - Remark: HTTP `POST /v1/dead-letters/{id}/replay`.
@@ -3357,7 +3361,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// The dead letter keeps no original record, or one for a topic the worker does not replay to.
+            /// The dead letter cannot be replayed (no original record, a cut one, one for a topic the worker does not replay to, a token no longer registered, a start or a channel); `message` says why and what to do instead.
             ///
             /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/409`.
             ///
