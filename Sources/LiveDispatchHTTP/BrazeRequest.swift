@@ -91,7 +91,9 @@ struct BrazeRequest: Sendable {
         switch fields["app_id"] {
         case .string(let appID)?:
             if let app = apps.app(for: appID) {
-                if kind == .start, directory.apps.count > 1 { command["app"] = .string(app) }
+                // With several apps every command names its app: the
+                // dispatcher refuses one whose activity belongs to another.
+                if directory.apps.count > 1 { command["app"] = .string(app) }
             } else {
                 problems.append(Problem(pointer: "/app_id", message: apps.unknown(appID)))
             }
@@ -267,9 +269,24 @@ struct BrazeRequest: Sendable {
 
     /// Where a field of the command came from in Braze's body.
     static func pointer(ofCommandField field: String) -> String {
-        var components = field.split(separator: ".").flatMap { part in
+        pointer(ofCommandComponents: field.split(separator: ".").flatMap { part in
             part.split(separator: "[").map { $0.hasSuffix("]") ? String($0.dropLast()) : String($0) }
+        })
+    }
+
+    /// Where the command's field at a JSON pointer (`/app`) came from in
+    /// Braze's body (`/app_id`); a parameter's pointer (`#/…`) as it is.
+    static func pointer(ofCommandPointer pointer: String) -> String {
+        if pointer == "#/parameters/activity_id" { return "/activity_id" }
+        guard pointer.hasPrefix("/") else { return pointer }
+        let components = pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map {
+            $0.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
         }
+        return self.pointer(ofCommandComponents: components)
+    }
+
+    private static func pointer(ofCommandComponents components: [String]) -> String {
+        var components = components
         switch components.first {
         case "attributes_type": components[0] = "activity_attributes_type"
         case "attributes": components[0] = "activity_attributes"

@@ -13,7 +13,7 @@ extension WorkerAPI {
     func brazeUpdateLiveActivity(_ input: Operations.BrazeUpdateLiveActivity.Input) async throws -> Operations.BrazeUpdateLiveActivity.Output {
         let body = switch input.body { case .json(let body): body }
         let outcome = await submitBraze(.update, body: body, idempotencyKey: input.headers.idempotencyKey)
-        return Self.brazeAnswer(
+        return try Self.brazeAnswer(
             outcome, created: { .created(.init(body: .json($0))) }, badRequest: { .badRequest(.init(body: .json($0))) },
             tooLarge: { .contentTooLarge(.init(body: .json($0))) }, unprocessable: { .unprocessableContent(.init(body: .json($0))) },
             unavailable: { .serviceUnavailable(.init(headers: .init(retryAfter: $0), body: .json($1))) },
@@ -23,7 +23,7 @@ extension WorkerAPI {
     func brazeStartLiveActivity(_ input: Operations.BrazeStartLiveActivity.Input) async throws -> Operations.BrazeStartLiveActivity.Output {
         let body = switch input.body { case .json(let body): body }
         let outcome = await submitBraze(.start, body: body, idempotencyKey: input.headers.idempotencyKey)
-        return Self.brazeAnswer(
+        return try Self.brazeAnswer(
             outcome, created: { .created(.init(body: .json($0))) }, badRequest: { .badRequest(.init(body: .json($0))) },
             tooLarge: { .contentTooLarge(.init(body: .json($0))) }, unprocessable: { .unprocessableContent(.init(body: .json($0))) },
             unavailable: { .serviceUnavailable(.init(headers: .init(retryAfter: $0), body: .json($1))) },
@@ -41,7 +41,11 @@ extension WorkerAPI {
         let request = BrazeRequest(kind: kind, body: Self.encoded(body))
         switch request.command(idempotencyKey: idempotencyKey, makeID: makeID, apps: brazeApps, directory: apps) {
         case .success(let command):
-            return await submit(command)
+            let outcome = await submit(command)
+            // A refusal names the command's fields; the answer names Braze's (`app` is `app_id`).
+            guard case .refused(var error) = outcome else { return outcome }
+            error.problems = error.problems.map { .init(pointer: BrazeRequest.pointer(ofCommandPointer: $0.pointer), message: $0.message) }
+            return .refused(error)
         case .failure(let refusal):
             let fields = refusal.problems.map { $0.pointer.isEmpty ? "the body" : $0.pointer }.joined(separator: ", ")
             return .invalid(.invalid(
@@ -52,7 +56,8 @@ extension WorkerAPI {
 
     /// An outcome as one Braze operation's `Output`: 201 `{"message":
     /// "success"}`; a refusal as Braze's `{"message", "errors"}` with its
-    /// own status (400, 413, 422, or another); 503 with `Retry-After`.
+    /// own status (400, 413, 422); another status (404) thrown, in the
+    /// `Error` shape; 503 with `Retry-After`.
     static func brazeAnswer<Output>(
         _ outcome: Outcome<Components.Schemas.CommandAccepted>,
         created: (Components.Schemas.BrazeAnswer) -> Output,
@@ -61,7 +66,7 @@ extension WorkerAPI {
         unprocessable: (Components.Schemas.BrazeAnswer) -> Output,
         unavailable: (Int, Components.Schemas.BrazeAnswer) -> Output,
         undocumented: (Int, UndocumentedPayload) -> Output
-    ) -> Output {
+    ) throws(APIError) -> Output {
         switch outcome {
         case .accepted: return created(.init(message: "success"))
         case .invalid(let error): return badRequest(brazeBody(error))
@@ -72,10 +77,9 @@ extension WorkerAPI {
             case .contentTooLarge: return tooLarge(brazeBody(error))
             case .unprocessableContent: return unprocessable(brazeBody(error))
             default:
-                let bytes = (try? JSONEncoder().encode(brazeBody(error))) ?? Data(#"{"message":"the answer could not be encoded"}"#.utf8)
-                var headers: HTTPFields = [.contentType: "application/json"]
-                if let retryAfter = error.retryAfter { headers[.retryAfter] = String(retryAfter) }
-                return undocumented(error.status.code, UndocumentedPayload(headerFields: headers, body: HTTPBody(Array(bytes))))
+                // The generated server drops an undocumented answer's body:
+                // thrown, the refusal keeps it (`message` as Braze's, its fields under `problems`).
+                throw error
             }
         }
     }

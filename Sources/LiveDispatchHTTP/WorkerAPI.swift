@@ -50,6 +50,13 @@ struct WorkerAPI: APIProtocol {
     /// The activity's state when this worker owns its partition: a command's
     /// payload size is checked merged into it.
     var currentState: @Sendable (ActivityID) -> ActivityState? = { _ in nil }
+    /// Whether this worker can tell the activity has no state (it owns the
+    /// activity's partition and has read it to its end): an end for it is
+    /// answered 404 instead of a dead letter.
+    var hasNoState: @Sendable (ActivityID) async -> Bool = { _ in false }
+    /// The commands accepted here and not yet seen applied, which the next
+    /// command of their activity is judged with.
+    var accepted = AcceptedCommandsBox()
     /// What `POST /v1/rules/diff` reads; without it the route answers 503.
     var rulesDiff: RulesDiffSource?
 
@@ -108,9 +115,12 @@ struct WorkerAPI: APIProtocol {
     /// Checks a command made from any request shape against what the
     /// worker knows of its activity and produces it to `commands`.
     func submit(_ command: ActivityCommand) async -> Outcome<Components.Schemas.CommandAccepted> {
-        if let refusal = Self.refusal(command, current: currentState(command.activityID), types: rules().types) { return .refused(refusal) }
+        if let refusal = await admit(command) { return .refused(refusal) }
         let id = command.id ?? ""
-        if let failure = await send(topics.commands, key: command.activityID.rawValue, value: command.json) { return .unavailable(failure) }
+        if let failure = await send(topics.commands, key: command.activityID.rawValue, value: command.json) {
+            accepted.withLock { $0.withdraw(command) }
+            return .unavailable(failure)
+        }
         return .accepted(.init(
             commandId: id, activityId: command.activityID.rawValue, event: .init(rawValue: command.event.rawValue) ?? .update))
     }
@@ -187,6 +197,7 @@ struct WorkerAPI: APIProtocol {
             return .invalid(.invalid("the request is not valid", problems: [.init(pointer: error.field.isEmpty ? "" : pointer, message: error.message)]))
         }
         // Key: the activity id, or the audience key of a push-to-start token.
+        if let refusal = Self.typeRefusal(record, types: rules().types, inParameters: inParameters) { return .refused(refusal) }
         if let failure = await send(topics.tokens, key: record.key, value: record.json) { return .unavailable(failure) }
         return switch record {
         case .update(let registration):
@@ -251,22 +262,30 @@ struct WorkerAPI: APIProtocol {
     }
 
     /// Why the dispatcher would refuse `command`, as the answer to give
-    /// now instead of a dead letter the caller never sees: 422 when it does
-    /// not fit its activity's type, 413 when its push is over APNs' size
-    /// limit. Both are judged merged into the activity's `current` state
-    /// when this worker holds it; otherwise a start (or a command that
-    /// replaces the state) is judged whole and a merge patch by the fields
-    /// it names. (What only the merged state shows is still dead-lettered
-    /// by the worker that holds it.)
+    /// now instead of a dead letter the caller never sees: 422 when it
+    /// names another app than its activity's or does not fit its
+    /// activity's type, 413 when its push is over APNs' size limit. Each is
+    /// judged on the activity's state as this worker holds it with the
+    /// commands it accepted and has not seen applied (``AcceptedCommands``);
+    /// without a whole state, a start (or a command that replaces the
+    /// state) is judged whole and a merge patch by the fields it names.
+    /// (What only the merged state shows is still dead-lettered by the
+    /// worker that holds it.)
     static func refusal(_ command: ActivityCommand, current: ActivityState?, types: ActivityTypes) -> APIError? {
         let now = UnixTime(seconds: Date().timeIntervalSince1970)
+        refusal(command, projection: .init(state: current, isWhole: current != nil, hasPending: false), types: types)
+    }
+
+    static func refusal(_ command: ActivityCommand, projection: AcceptedCommands.Projection, types: ActivityTypes) -> APIError? {
         if let typeRefusal = types.refusal(of: command, current: current, now: now) {
+        let current = projection.isWhole ? projection.state : nil
+        if let appRefusal = appRefusal(command, current: projection.state) { return appRefusal }
             return APIError(
                 status: .unprocessableContent, code: typeRefusal.reason.rawValue,
                 message: "the \(command.event.rawValue) \(typeRefusal.message); nothing was sent",
-                problems: [problem(typeRefusal.problem, notification: false)])
+                problems: typeRefusal.problems.map { problem($0, notification: false) })
         }
-        return payloadRefusal(command, current: current)
+        return payloadRefusal(command, current: projection.state, pending: projection.hasPending)
     }
 
     /// The 413 for a command whose push is over APNs' size limit, merged into
@@ -275,7 +294,7 @@ struct WorkerAPI: APIProtocol {
     /// dead-letter it `payload-too-large` where the caller never sees it.
     /// (An update that fits alone but not merged into a large state another
     /// worker holds is still dead-lettered there.)
-    private static func payloadRefusal(_ command: ActivityCommand, current: ActivityState?) -> APIError? {
+    private static func payloadRefusal(_ command: ActivityCommand, current: ActivityState?, pending: Bool) -> APIError? {
         var probe = Coalescer()
         let now = UnixTime(seconds: Date().timeIntervalSince1970)
         var offset: Int64 = 0
@@ -288,7 +307,7 @@ struct WorkerAPI: APIProtocol {
         }
         guard case .reject(.payloadTooLarge, _, let details) = probe.receive(command, offset: offset, recordTime: now, now: now) else { return nil }
         let size = details["size"]?.integerValue ?? 0, limit = details["limit"]?.integerValue ?? Int64(APNsPayload.deviceLimit)
-        let merged = current == nil ? "" : " merged into the activity's current state"
+        let merged = current == nil ? "" : pending ? " merged into the activity's state and the commands accepted before it" : " merged into the activity's current state"
         return APIError(
             status: .contentTooLarge, code: "payload-too-large",
             message: "the push this \(command.event.rawValue) makes\(merged) is \(size) bytes, over APNs' limit of \(limit) bytes; shrink its content_state, attributes or alert",

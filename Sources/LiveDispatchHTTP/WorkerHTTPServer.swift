@@ -91,6 +91,7 @@ public struct WorkerHTTPServer: Service {
             apps: configuration.appDirectory,
             brazeApps: BrazeApps(configuration.resolvedApps.map { .init(name: $0.name, bundleID: $0.bundleID, brazeAppID: $0.brazeAppID) }),
             currentState: { dispatcher.activityState($0) },
+            hasNoState: Self.noStateReader(dispatcher: dispatcher, client: components.kafka, topic: configuration.topic(.commands), logger: components.logger),
             rulesDiff: WorkerAPI.RulesDiffSource(
                 rulesDirectory: configuration.rules.path, maxEventBytes: configuration.limits.maxEventBytes,
                 read: Self.timeReader(client: components.kafka, logger: components.logger, gate: gate)),
@@ -115,13 +116,14 @@ public struct WorkerHTTPServer: Service {
         rules: @escaping @Sendable () -> RuleSet,
         readTopic: @escaping WorkerAPI.ReadTopic, apps: AppDirectory = .unchecked, brazeApps: BrazeApps = BrazeApps(),
         currentState: @escaping @Sendable (ActivityID) -> ActivityState? = { _ in nil },
+        hasNoState: @escaping @Sendable (ActivityID) async -> Bool = { _ in false },
         rulesDiff: WorkerAPI.RulesDiffSource? = nil, logger: Logger, tracer: LiveDispatchTracer? = nil, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
         onProbeListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let (host, port, probe) = try Self.addresses(listen: listen, probeListen: probeListen)
         let api = WorkerAPI(
             topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps, brazeApps: brazeApps,
-            currentState: currentState, rulesDiff: rulesDiff)
+            currentState: currentState, hasNoState: hasNoState, rulesDiff: rulesDiff)
         let (router, _) = try Self.router(
             api: api, configuration: configuration, openReads: APIKeyTable.isLoopback(host: host), health: health, exposition: exposition, logger: logger,
             tracer: tracer)
@@ -268,6 +270,34 @@ public struct WorkerHTTPServer: Service {
         }
 
         func leave() { running.withLock { $0 = false } }
+    }
+
+    /// Whether the dispatcher can tell an activity has no state
+    /// (``Dispatcher/holdsNoState(of:partition:)``), its partition found
+    /// from `commands`' partition count, read once (the worker refuses to
+    /// run when the co-partitioned topics' counts differ).
+    static func noStateReader(
+        dispatcher: Dispatcher, client: KafkaClientConfiguration, topic: String, logger: Logger
+    ) -> @Sendable (ActivityID) async -> Bool {
+        let known = PartitionCount()
+        return { activity in
+            var count = known.value
+            if count == nil {
+                count = try? await KafkaAdmin(configuration: client, logger: logger).partitionCount(topic: topic, timeout: .seconds(2))
+                if let count, count > 0 { known.value = count }
+            }
+            guard let count, count > 0 else { return false }
+            return dispatcher.holdsNoState(of: activity, partition: Murmur2Partitioner.partition(forKey: activity.rawValue, partitionCount: count))
+        }
+    }
+
+    /// A partition count, once read.
+    final class PartitionCount: Sendable {
+        private let count = Mutex<Int?>(nil)
+        var value: Int? {
+            get { count.withLock { $0 } }
+            set { count.withLock { $0 = newValue } }
+        }
     }
 
     /// Reads a topic's chosen partitions to their end with the partition

@@ -63,6 +63,46 @@ struct ActivityTypeTests {
         #expect(start?.reason == .attributesMismatch && start?.problem.field == "attributes.teamTwoName")
     }
 
+    @Test("a refusal lists every problem with its path, a misspelled field and the required one it meant naming each other")
+    func everyProblem() throws {
+        let types = ActivityTypes([matchType])
+        let command = try ActivityCommand(json: JSONValue.parse(
+            #"{"activity_id": "m", "event": "start", "attributes_type": "SportsActivityAttributes", "attributes": {"teamOneName": "Owls", "teamTwoName": "Hawks"}, "alert": {"title": "t", "body": "b"}, "content_state": {"teamOneScroe": 1, "teamTwoScore": "0", "period": "first_half"}}"#))
+        let refusal = try #require(types.patchRefusal(of: command))
+        #expect(refusal.reason == .contentStateMismatch)
+        #expect(refusal.problems.map(\.field) == ["content_state.teamOneScore", "content_state.teamTwoScore", "content_state.teamOneScroe"])
+        #expect(refusal.problems[0].message.contains("content_state.teamOneScroe was given"), "\(refusal.problems[0])")
+        #expect(refusal.problems[2].message.contains("did you mean 'teamOneScore'?"), "\(refusal.problems[2])")
+        #expect(refusal.message.contains("content_state.teamOneScore: is required") && refusal.message.contains("did you mean 'teamOneScore'?"), "\(refusal.message)")
+        #expect(refusal.details["count"] == 3 && refusal.details["problems"]?.arrayValue?.count == 3)
+        #expect(refusal.details["path"] == "content_state.teamOneScore", "the first problem stays where readers look for it")
+
+        // A merge patch lists each field it names that does not fit.
+        let patch = try ActivityCommand(json: JSONValue.parse(
+            #"{"activity_id": "m", "attributes_type": "SportsActivityAttributes", "content_state": {"teamOneScroe": 1, "minute": "12", "teamTwoScore": null}}"#))
+        #expect(types.patchRefusal(of: patch)?.problems.map(\.field) == ["content_state.minute", "content_state.teamOneScroe", "content_state.teamTwoScore"])
+
+        // At most 20 are listed; all are counted.
+        let many = (0..<30).map { "\"extra\($0)\": 1" }.joined(separator: ", ")
+        let flood = try ActivityCommand(json: JSONValue.parse(
+            #"{"activity_id": "m", "attributes_type": "SportsActivityAttributes", "content_state": {\#(many)}}"#))
+        let flooded = try #require(types.patchRefusal(of: flood))
+        #expect(flooded.problems.count == SchemaProblems.defaultLimit && flooded.count == 30)
+        #expect(flooded.message.hasSuffix("(and 27 more)"), "\(flooded.message)")
+    }
+
+    @Test("a type name no configuration declares is named with the declared ones and the nearest")
+    func undeclaredTypeName() {
+        let types = ActivityTypes([matchType, ActivityType(name: "DeliveryActivityAttributes", contentState: [])])
+        #expect(types.undeclaredProblem("SportsActivityAttributes") == nil)
+        #expect(ActivityTypes.none.undeclaredProblem("Anything") == nil, "nothing is checked when no type is declared")
+        let problem = types.undeclaredProblem("SportActivityAttributes")
+        #expect(problem?.field == "attributes_type")
+        #expect(problem?.message.contains("did you mean 'SportsActivityAttributes'?") == true, "\(problem?.message ?? "")")
+        #expect(problem?.message.contains("declared: DeliveryActivityAttributes, SportsActivityAttributes") == true)
+        #expect(types.undeclaredProblem("Weather")?.message.contains("did you mean") == false)
+    }
+
     @Test("the dispatcher refuses a command that does not fit its activity's type: dead letter with the path, nothing sent, the state kept")
     func dispatcherRefuses() throws {
         var harness = DispatcherHarness()

@@ -217,6 +217,22 @@ public final class Dispatcher: Service, Sendable {
         return nil
     }
 
+    /// Whether this worker can tell that `activity` has no state: its
+    /// `commands` partition (`partition`) is owned here and restored, every
+    /// command Kafka has told of (and every one this worker's router wrote)
+    /// has been read, and the partition holds nothing of the activity.
+    /// False whenever any of that is not known.
+    public func holdsNoState(of activity: ActivityID, partition: Int32) -> Bool {
+        guard ownership.withLock({ $0.partitions(in: .owned) }).contains(partition), let runner = runner(partition), !runner.isRestoring else {
+            return false
+        }
+        let next = runner.nextCommandOffset.load(ordering: .relaxed)
+        guard let fetched = consumer.cachedEndOffset(TopicPartition(topic: configuration.topic(.commands), partition: partition)) else { return false }
+        let end = max(fetched, writtenEnds.withLock { $0[partition] ?? 0 })
+        guard next >= end || (next < 0 && end == 0) else { return false }
+        return runner.state(of: activity) == nil && !runner.isClosed
+    }
+
     public func recordBacklog() {
         if let statistics = ProcessStatistics.current() { metrics.process(statistics) }
         metrics.backlog(outstandingTotal.load(ordering: .relaxed))

@@ -51,7 +51,8 @@ final class InProcessServer: Sendable {
     init(
         openReads: Bool = false, http: WorkerConfiguration.HTTP = WorkerConfiguration().http, records: [String: [KafkaRecord]] = [:],
         currentState: @escaping @Sendable (ActivityID) -> ActivityState? = { _ in nil }, tracer: LiveDispatchTracer? = nil,
-        apps: AppDirectory = .unchecked, brazeApps: BrazeApps = BrazeApps()
+        apps: AppDirectory = .unchecked, brazeApps: BrazeApps = BrazeApps(),
+        hasNoState: @escaping @Sendable (ActivityID) async -> Bool = { _ in false }
     ) throws {
         let recorder = Recorder(records: records)
         self.recorder = recorder
@@ -70,7 +71,7 @@ final class InProcessServer: Sendable {
             readTopic: { topic, _, body in
                 recorder.reads.withLock { $0.append(topic) }
                 for record in recorder.records.withLock({ $0[topic] ?? [] }) { body(record) }
-            }, apps: apps, brazeApps: brazeApps, currentState: currentState)
+            }, apps: apps, brazeApps: brazeApps, currentState: currentState, hasNoState: hasNoState)
         let (router, guarded) = try WorkerHTTPServer.router(
             api: api, configuration: configuration, openReads: openReads,
             health: .init(isReady: { true }, status: { "{}" }), exposition: { Array("livedispatch_up 1\n".utf8) },
