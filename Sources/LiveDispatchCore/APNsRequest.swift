@@ -110,29 +110,42 @@ extension APNsRequest {
     /// dismissal date: iOS keeps it up to four hours.
     public static let defaultEndLifetime: Double = 4 * 3600
 
-    /// The request that delivers `push` (already encoded as `payload`).
-    /// APNs keeps only the newest push per device, so a late delivery still
-    /// carries the latest state.
-    public init(push: LiveActivityPush, payload: [UInt8], to destination: Destination, bundleID: String, apnsID: String) {
+    /// The shortest time APNs is asked to keep a push for an offline
+    /// device, counted from when it is sent: a push sent late (a retry, a
+    /// device registered after the version was made) is never already
+    /// expired, whatever its dates say.
+    public static let minimumLifetime: Double = 3600
+
+    /// The request that delivers `push` (already encoded as `payload`),
+    /// sent at `now`. APNs keeps only the newest push per device, so a late
+    /// delivery still carries the latest state.
+    public init(
+        push: LiveActivityPush, payload: [UInt8], to destination: Destination, bundleID: String, apnsID: String, now: UnixTime
+    ) {
         self.init(
             destination: destination, bundleID: bundleID, priority: push.priority,
-            expiration: Self.expiration(of: push), apnsID: apnsID, payload: payload)
+            expiration: Self.expiration(of: push, sentAt: now), apnsID: apnsID, payload: payload)
     }
 
-    /// `apns-expiration` for `push`. An update or start expires at its stale
-    /// date when it has one (after it the content is stale anyway), else its
-    /// event time plus ``defaultUpdateLifetime``. An end is kept at least
-    /// until its dismissal date and at least ``defaultEndLifetime`` after
-    /// its event time, so a device offline for a while still ends the
-    /// activity instead of showing it live until iOS gives up on it.
-    public static func expiration(of push: LiveActivityPush) -> UnixTime {
+    /// `apns-expiration` for `push` sent at `now`, computed at each send.
+    /// An update expires at its stale date when it has one (after it the
+    /// content is stale anyway), else its event time plus
+    /// ``defaultUpdateLifetime``. An end is kept at least until its
+    /// dismissal date and at least ``defaultEndLifetime`` after its event
+    /// time, so a device offline for a while still ends the activity instead
+    /// of showing it live until iOS gives up on it. When that has passed by
+    /// `now`, it is ``minimumLifetime`` after `now`: a stale date that has
+    /// passed makes the content stale on the device, not the push
+    /// undeliverable.
+    public static func expiration(of push: LiveActivityPush, sentAt now: UnixTime) -> UnixTime {
+        let dated: UnixTime
         switch push.event {
         case .start, .update:
-            return push.staleDate ?? push.timestamp + defaultUpdateLifetime
+            dated = push.staleDate ?? push.timestamp + defaultUpdateLifetime
         case .end:
             let retained = push.timestamp + defaultEndLifetime
-            guard let dismissal = push.dismissalDate else { return retained }
-            return max(dismissal, retained)
+            dated = push.dismissalDate.map { max($0, retained) } ?? retained
         }
+        return dated > now ? dated : now + minimumLifetime
     }
 }

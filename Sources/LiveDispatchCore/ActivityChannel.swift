@@ -84,11 +84,11 @@ extension PartitionDispatcher.Send {
     /// The request that delivers this send: to its device token, or to its
     /// channel (`apns-channel-id`, no `apns-topic`; `apns-expiration` 0 for
     /// a channel that stores nothing, as APNs requires).
-    public func request(bundleID: String, apnsID: String) -> APNsRequest {
+    public func request(bundleID: String, apnsID: String, now: UnixTime) -> APNsRequest {
         guard let channel else {
-            return APNsRequest(push: push, payload: payload, to: .device(token), bundleID: bundleID, apnsID: apnsID)
+            return APNsRequest(push: push, payload: payload, to: .device(token), bundleID: bundleID, apnsID: apnsID, now: now)
         }
-        var request = APNsRequest(push: push, payload: payload, to: .channel(channel.id), bundleID: bundleID, apnsID: apnsID)
+        var request = APNsRequest(push: push, payload: payload, to: .channel(channel.id), bundleID: bundleID, apnsID: apnsID, now: now)
         if channel.storagePolicy == .noStorage { request.expiration = nil }
         return request
     }

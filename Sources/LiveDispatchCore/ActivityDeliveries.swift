@@ -67,6 +67,13 @@ struct ActivityDeliveries: Sendable {
     /// push not yet complete.
     var isIdle: Bool { deliveries.values.allSatisfy { $0.fanOut.isIdle && $0.flushes.isEmpty } }
 
+    /// Whether the activity has nothing in flight, queued, waiting for a
+    /// retry or an acknowledgement, and no push not yet complete.
+    func isIdle(_ activity: ActivityID) -> Bool {
+        guard let delivery = deliveries[activity] else { return true }
+        return delivery.fanOut.isIdle && delivery.flushes.isEmpty && delivery.pendingAcks == 0
+    }
+
     func wantsToSend(_ activity: ActivityID) -> Bool { deliveries[activity]?.fanOut.wantsToSend == true }
 
     /// Runs `body` on the activity's fan-out; nil when it has none.
@@ -184,13 +191,16 @@ struct ActivityDeliveries: Sendable {
     ) -> (actions: [Action], fanOut: [FanOut.Action]?) {
         let activity = flush.push.activityID
         if deliveries[activity] == nil { deliveries[activity] = delivery(activity, version: version) }
+        let push = flush.push
         do throws(PayloadTooLargeError) {
+            // A broadcast activity's pushes may take the channel's larger limit.
+            let delivery: APNsPayload.Delivery = deliveries[activity]?.fanOut.contains(.broadcastChannel) == true ? .broadcast : .device
             // Written once per version (by the coalescer's size check when
             // it could): every token's send shares it.
-            let bytes = try APNsPayload.checked(flush.payload ?? APNsPayload.bytes(for: flush.push), of: activity)
+            let bytes = try APNsPayload.checked(flush.payload ?? APNsPayload.bytes(for: push), of: activity, for: delivery)
             // Kept for the sends only when the fan-out takes this version
             // (it ignores one not newer than what its tokens have).
-            if deliveries[activity]?.fanOut.takes(flush.push) == true { deliveries[activity]?.payloads.keep(bytes, for: flush.push) }
+            if deliveries[activity]?.fanOut.takes(push) == true { deliveries[activity]?.payloads.keep(bytes, for: push) }
         } catch {
             let letter = DeadLetter(
                 reason: .payloadTooLarge, message: error.description, activityID: activity,
@@ -210,15 +220,19 @@ struct ActivityDeliveries: Sendable {
         if let requested = flush.push.downgradedFrom {
             actions.append(.observe(.priorityDowngraded(activity, version: flush.push.version, from: requested, to: flush.push.priority)))
         }
-        return (actions, deliveries[activity]?.fanOut.publish(flush.push, now: now) ?? [])
+        return (actions, deliveries[activity]?.fanOut.publish(push, now: now) ?? [])
     }
 
     /// The send of `push` to an update token, its payload encoded once per
-    /// version; a payload over the limit settles the send unsent.
+    /// version; a payload over the limit settles the send unsent. An update
+    /// token belongs to an activity already on its device: it is planned a
+    /// start as an update of the same state, never a start (semantic 14).
     mutating func plan(_ activity: ActivityID, _ token: DeviceToken, _ push: LiveActivityPush) -> PartitionDispatcher.SendPlan {
-        // A start made for a token that missed its start carries the
-        // attributes and can outgrow the limit its update met.
+        let push = token == .broadcastChannel ? push : push.asUpdate
         switch deliveries[activity]?.payloads.payload(for: push) ?? PayloadCache.encode(push) {
+        case .success(let payload) where token != .broadcastChannel && payload.count > APNsPayload.deviceLimit:
+            // A broadcast push within the channel's limit, over a device's.
+            return .settle(.permanent(reason: PayloadTooLargeError(activityID: activity, size: payload.count, limit: APNsPayload.deviceLimit).description))
         case .success(let payload):
             let registered = registrations[activity]?[token]
             return .send(PartitionDispatcher.Send(
@@ -267,8 +281,10 @@ struct ActivityDeliveries: Sendable {
         _ activity: ActivityID, _ failure: PartitionDispatcher.SendFailure, channel: ActivityChannel?, now: UnixTime,
         writes: inout PartitionWrites
     ) -> [Action] {
-        let (token, push) = (failure.token, failure.push)
+        let token = failure.token
         let broadcast = token == .broadcastChannel
+        // What the token was sent (``plan(_:_:_:)``).
+        let push = broadcast ? failure.push : failure.push.asUpdate
         var details = failure.details
         details["priority"] = .integer(Int64(push.priority.rawValue))
         if let requested = push.downgradedFrom { details["priority_downgraded_from"] = .integer(Int64(requested.rawValue)) }

@@ -12,15 +12,16 @@ extension ActivityState {
             contentState.applyMergePatch(patch)
         }
         if command.event == .end {
-            // An end carries only what its own command sets: the stale date
-            // and relevance of earlier updates do not apply to the final
-            // state (nor to its push sent again after a restart), and a
-            // dismissal date set by an update (where it means nothing) never
-            // dismisses the activity.
+            // An end carries the stale date and relevance of its own
+            // command only: those of earlier updates do not apply to the
+            // final state (nor to its push sent again after a restart). Its
+            // dismissal date is its own, else the one an update gave.
             staleDate = command.staleDate
             relevanceScore = command.relevanceScore
-            dismissalDate = command.dismissalDate
+            if let dismissalDate = command.dismissalDate { self.dismissalDate = dismissalDate }
         } else {
+            // Kept for the end: APNs reads a dismissal date only there.
+            if let dismissalDate = command.dismissalDate { self.dismissalDate = dismissalDate }
             if let staleDate = command.staleDate {
                 self.staleDate = staleDate
             } else if let carried = staleDate, carried <= now {

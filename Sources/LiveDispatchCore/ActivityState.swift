@@ -18,6 +18,10 @@ public struct ActivityState: Sendable, Hashable {
     public var createdAt: UnixTime
     /// When an `end` was applied; nil while the activity is live.
     public var endedAt: UnixTime?
+    /// When the ended activity was dismissed: this state is then only its
+    /// marker (``ActivityLifecycle/Marker``), with no content, kept so the
+    /// id stays ended until `activity.max_age` after its end.
+    public var dismissedAt: UnixTime?
     /// Offset in the `commands` partition of the last command folded into
     /// this state. Re-delivered commands at or below it are already applied.
     public var lastOffset: Int64?
@@ -106,6 +110,14 @@ public struct ActivityState: Sendable, Hashable {
 
     public var isEnded: Bool { endedAt != nil }
 
+    /// The marker a dismissed activity leaves in the `state` changelog.
+    public init(marker: ActivityLifecycle.Marker, of activityID: ActivityID, createdAt: UnixTime) {
+        self.init(
+            activityID: activityID, version: marker.version, timestamp: marker.timestamp, createdAt: createdAt, endedAt: marker.endedAt,
+            lastOffset: marker.lastOffset)
+        dismissedAt = marker.dismissedAt
+    }
+
     public init(json: JSONValue) throws(FieldError) {
         let reader = try FieldReader(json, what: "an activity state")
         activityID = try reader.requiredActivityID("activity_id")
@@ -125,6 +137,7 @@ public struct ActivityState: Sendable, Hashable {
         }
         self.createdAt = createdAt
         endedAt = try reader.date("ended_at")
+        dismissedAt = try reader.date("dismissed_at")
         lastOffset = try reader.integer("last_offset")
         app = try reader.appName()
         for (index, entry) in try reader.array("command_ids").enumerated() {
@@ -188,6 +201,7 @@ public struct ActivityState: Sendable, Hashable {
         if let attributesType { fields["attributes_type"] = .string(attributesType) }
         if let attributes { fields["attributes"] = attributes }
         if let endedAt { fields["ended_at"] = .double(endedAt.seconds) }
+        if let dismissedAt { fields["dismissed_at"] = .double(dismissedAt.seconds) }
         if let lastOffset { fields["last_offset"] = .integer(lastOffset) }
         if let app { fields["app"] = .string(app) }
         if !commandIDs.isEmpty {

@@ -16,9 +16,9 @@
 /// - Priority budget: past `priority10PerHour` priority-10 pushes in the
 ///   last hour, an update without an alert is sent at priority 5.
 /// - After `end` the activity is closed: later updates and starts are
-///   rejected with `activity-ended` until ``expire(now:)`` removes it once
-///   its dismissal date has passed (semantic 5). Activities older than
-///   `maxAge` are removed too (semantic 6).
+///   rejected with `activity-ended` (semantic 5). When it is dismissed or
+///   expired, and when a start begins the id again, is
+///   ``ActivityLifecycle``'s to decide.
 ///
 /// What a flush does on the wire — one push per token, in version order,
 /// superseding older versions — is ``FanOut``'s job; the coalescer only
@@ -144,27 +144,6 @@ public struct Coalescer: Sendable {
         case flush(Flush)
     }
 
-    /// An activity removed by ``expire(now:)``: tombstone its state and
-    /// tokens; the offsets it still held are done.
-    public struct Expiry: Sendable, Hashable {
-        public enum Reason: String, Sendable, Hashable, CaseIterable {
-            /// Ended, and its dismissal date has passed.
-            case dismissed
-            /// Older than `activity.max_age`.
-            case maxAge = "max-age"
-        }
-
-        public var activityID: ActivityID
-        public var reason: Reason
-        public var heldOffsets: [Int64]
-
-        public init(activityID: ActivityID, reason: Reason, heldOffsets: [Int64]) {
-            self.activityID = activityID
-            self.reason = reason
-            self.heldOffsets = heldOffsets
-        }
-    }
-
     /// Updates merged since the last flush of one activity.
     struct Held: Sendable, Hashable {
         var firstAt: UnixTime
@@ -226,9 +205,15 @@ public struct Coalescer: Sendable {
 
     /// Applies one command, read at `offset` of its partition. `recordTime`
     /// is the Kafka record's time, the event time when the command has none.
+    ///
+    /// An update whose dismissal date had passed when it arrived
+    /// (`recordTime`) ends the activity, as Braze documents. `delivery`
+    /// is where the activity's pushes go: a broadcast activity's may be
+    /// larger than a device's.
     public mutating func receive(
-        _ command: ActivityCommand, offset: Int64, recordTime: UnixTime, now: UnixTime
+        _ command: ActivityCommand, offset: Int64, recordTime: UnixTime, now: UnixTime, delivery: APNsPayload.Delivery = .device
     ) -> ReceiveAction {
+        let command = command.endingIfDismissed(arrivedAt: recordTime)
         let id = command.activityID
         // Taken out of the dictionary while looked at and mutated (one
         // lookup, and its storage is not copied); put back unless replaced.
@@ -269,7 +254,7 @@ public struct Coalescer: Sendable {
         do {
             held.payload = try APNsPayload.checked(
                 APNsPayload.bytes(for: Self.flush(&probe, event: command.event, command: command, now: now, configuration: configuration).push),
-                of: id)
+                of: id, for: delivery)
         } catch {
             if let original { entries[id] = original }
             return .reject(
@@ -361,29 +346,26 @@ public struct Coalescer: Sendable {
         return flushes
     }
 
-    /// Removes ended activities whose dismissal date has passed and
-    /// activities older than `maxAge`.
-    public mutating func expire(now: UnixTime) -> [Expiry] {
-        var expired: [Expiry] = []
-        for (id, entry) in entries {
-            let reason: Expiry.Reason
-            if let endedAt = entry.state.endedAt,
-               now >= (entry.state.dismissalDate ?? endedAt + configuration.endedRetention) {
-                reason = .dismissed
-            } else if now >= entry.state.createdAt + configuration.maxAge {
-                reason = .maxAge
-            } else {
-                continue
-            }
-            expired.append(Expiry(activityID: id, reason: reason, heldOffsets: entry.held?.offsets ?? []))
-        }
-        for expiry in expired { entries.removeValue(forKey: expiry.activityID) }
-        return expired.sorted { $0.activityID < $1.activityID }
+    /// Forgets an activity (its state and tokens are dropped): the offsets
+    /// of the updates it still held, which are done.
+    @discardableResult
+    public mutating func remove(_ activityID: ActivityID) -> [Int64] {
+        entries.removeValue(forKey: activityID)?.held?.offsets ?? []
     }
 
-    /// Forgets an activity (its tokens and state were removed elsewhere).
-    public mutating func remove(_ activityID: ActivityID) {
-        entries.removeValue(forKey: activityID)
+    /// Whether updates of the activity are held for a flush.
+    public func isHolding(_ activityID: ActivityID) -> Bool {
+        entries[activityID]?.held != nil
+    }
+
+    /// Begins a new life for an ended activity's id: an empty state whose
+    /// versions and timestamps go on from `marker`'s, so no device sees
+    /// a version or time go back.
+    public mutating func begin(_ activityID: ActivityID, after marker: ActivityLifecycle.Marker, now: UnixTime) {
+        entries[activityID] = Entry(
+            state: ActivityState(
+                activityID: activityID, version: marker.version, timestamp: marker.timestamp, createdAt: now, lastOffset: marker.lastOffset),
+            held: nil)
     }
 
     private static func flush(

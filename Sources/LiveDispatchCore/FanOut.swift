@@ -10,10 +10,11 @@
 /// not yet sent get the newer one; tokens sent the older one get the newer
 /// one after their send completes. Retries always send the newest version.
 ///
-/// Until a token has been delivered a `start`, whatever it is sent is a
-/// start (``LiveActivityPush/asStart``) with the newest content-state: a
-/// device that missed the start would ignore updates and show nothing. An
-/// end to such a token is not sent at all (there is nothing to end on it).
+/// It sends each token the versions it is given, whatever their event: its
+/// owner decides what a version becomes for a kind of token. An update
+/// token is planned a `start` as an update of the same state
+/// (``ActivityDeliveries``, semantic 14); push-to-start tokens are sent
+/// their start (``AudienceStarts``).
 ///
 /// The retry budget counts the sends of one version to one token: a newer
 /// version replacing a failed one starts with a fresh budget.
@@ -96,10 +97,6 @@ public struct FanOut: Sendable {
         var attempts: Int32 = 0
         var queued = false
         var retrying = false
-        /// The send in flight is this version made a start.
-        var inFlightAsStart = false
-        /// A start was sent to this token and none has been delivered yet.
-        var startOwed = false
 
         init(done: UInt64) { self.done = done }
 
@@ -262,16 +259,14 @@ public struct FanOut: Sendable {
             let base = release(version)
         else { return (settlement, []) }
         var state = tokens[slot: slot]
-        let sent = state.inFlightAsStart ? base.asStart : base
+        let sent = base
         state.inFlightVersion = 0
-        state.inFlightAsStart = false
         inFlightCount -= 1
         var actions: [Action] = []
         switch outcome {
         case .delivered:
             state.attempts = 0
             state.firstFailureAt = nil
-            if sent.event == .start { state.startOwed = false }
             setDone(&state, version)
         case .tokenInvalid(let reason):
             remove(slot: slot)
@@ -395,24 +390,13 @@ public struct FanOut: Sendable {
                 tokens[slot: slot] = state
                 continue
             }
-            var push = latest
-            if state.startOwed {
-                if push.event == .end {
-                    // Never started on this device: the end has nothing to end.
-                    setDone(&state, push.version)
-                    tokens[slot: slot] = state
-                    continue
-                }
-                push = push.asStart
-            }
-            if push.event == .start { state.startOwed = true }
+            let push = latest
             if state.attemptsVersion != push.version {
                 state.attemptsVersion = push.version
                 state.attempts = 0
                 state.firstFailureAt = nil
             }
             state.inFlightVersion = push.version
-            state.inFlightAsStart = push.event == .start && latest.event != .start
             state.attempts += 1
             tokens[slot: slot] = state
             inFlightCount += 1

@@ -135,10 +135,26 @@ public struct LiveActivityPush: Sendable, Hashable {
 }
 
 extension LiveActivityPush {
-    /// This version as a `start`: what a token is sent until it has been
-    /// delivered the activity's start (an update or end to a device that
-    /// never got the start shows nothing). Same version, content-state,
-    /// attributes type and attributes; no dismissal date.
+    /// This version as an update token takes it: a `start` becomes an
+    /// `update` of the same version and state, without the attributes and
+    /// input-push fields only a start carries (an update token belongs to an
+    /// activity already on its device). Updates and ends are unchanged.
+    public var asUpdate: LiveActivityPush {
+        guard event == .start else { return self }
+        var update = self
+        update.update { fields in
+            fields.event = .update
+            fields.dismissalDate = nil
+            fields.attributesType = nil
+            fields.attributes = nil
+            fields.inputPushToken = nil
+            fields.inputPushChannel = nil
+        }
+        return update
+    }
+
+    /// This version as a `start`, for a push-to-start token: same version,
+    /// content-state, attributes type and attributes; no dismissal date.
     public var asStart: LiveActivityPush {
         var start = self
         start.update { fields in

@@ -118,6 +118,7 @@ extension PartitionDispatcher {
         switch sender {
         case .activity(let activity):
             guard let completion = activities.complete(activity, now: now) else { return [] }
+            lifecycle.completed(activity, through: completion.newest.push.version)
             let snapshot = PushSummary.serializedSnapshot(
                 completion.newest.snapshot, history: completion.history, channel: channels.channel(of: activity)?.json)
             var actions: [Action] = [

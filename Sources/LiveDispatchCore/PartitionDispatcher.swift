@@ -8,6 +8,8 @@
 /// - ``PartitionRestore``: the restore, records that arrive during it, and
 ///   the catch-up of a new owner;
 /// - the ``Coalescer``: each activity's state and when a push is due;
+/// - ``ActivityLifecycle``: each activity's life: ended, its end done on
+///   every token, dismissed (a marker kept), forgotten, started again;
 /// - ``ActivityDeliveries``: each activity's update tokens and the fan-out
 ///   of its pushes to them;
 /// - ``AudienceStarts``: push-to-start tokens and the audience starts sent
@@ -35,6 +37,7 @@ public struct PartitionDispatcher: Sendable {
     public let partition: Int32
     public let configuration: Configuration
     var coalescer: Coalescer
+    var lifecycle: ActivityLifecycle
     var restore = PartitionRestore()
     var activities: ActivityDeliveries
     var audienceStarts: AudienceStarts
@@ -49,6 +52,8 @@ public struct PartitionDispatcher: Sendable {
         self.partition = partition
         self.configuration = configuration
         self.coalescer = Coalescer(configuration: configuration.coalescer)
+        self.lifecycle = ActivityLifecycle(
+            configuration: .init(maxAge: configuration.coalescer.maxAge, endedRetention: configuration.coalescer.endedRetention))
         self.activities = ActivityDeliveries(configuration: configuration)
         self.audienceStarts = AudienceStarts(budget: configuration.pushToStart)
         self.sendBudget = SendBudget(limit: configuration.maxInFlight)
@@ -77,12 +82,21 @@ public struct PartitionDispatcher: Sendable {
         guard let value else {
             restore.removeState(key: key)
             if let activity = try? ActivityID(key) {
+                lifecycle.forget(activity)
                 activities.forgetHistory(activity)
                 channels.forget(activity)
             }
             return
         }
         guard let json = try? FieldReader.parse(value), let snapshot = try? ActivityState(json: json) else { return }
+        lifecycle.restore(snapshot)
+        // A dismissed activity's marker: its id stays ended, with no state.
+        guard snapshot.dismissedAt == nil else {
+            restore.removeState(key: key)
+            activities.forgetHistory(snapshot.activityID)
+            channels.forget(snapshot.activityID)
+            return
+        }
         restore.restore(snapshot)
         activities.restoreHistory(snapshot.activityID, snapshot: json)
         channels.restore(snapshot.activityID, ActivityChannel.inSnapshot(json))
@@ -174,7 +188,50 @@ public struct PartitionDispatcher: Sendable {
         case .handled(let actions): return actions
         }
         parsed.trace = record.trace
-        switch coalescer.receive(parsed, offset: record.offset, recordTime: record.timestamp, now: now) {
+        let activity = parsed.activityID
+        var restarted: [Action] = []
+        switch lifecycle.admission(of: parsed, offset: record.offset) {
+        case .apply: break
+        case .alreadyApplied: return complete(.commands, [record.offset])
+        case .refuse(let message):
+            return deadLetterRecord(.commands, record, reason: .activityEnded, message: message, activityID: activity, now: now)
+        case .restart(let marker): begin(activity, after: marker, now: now)
+        }
+        var received = receive(parsed, record, now: now)
+        if case .reject(.activityEnded, _, _) = received, parsed.event == .start, let state = coalescer.state(of: activity) {
+            switch lifecycle.restart(state, now: now) {
+            case .begin(let marker):
+                // The old life's tokens belonged to the activity that ended on their devices.
+                restarted = drop(activity, state: .keep)
+                begin(activity, after: marker, now: now)
+                received = receive(parsed, record, now: now)
+            case .refuse(let message):
+                received = .reject(.activityEnded, message: message, details: [:])
+            }
+        }
+        if let state = coalescer.state(of: activity) { lifecycle.applied(state) }
+        return restarted + outcome(of: received, parsed, record, now: now)
+    }
+
+    /// The coalescer's verdict on a command; a broadcast activity's pushes
+    /// have the channel's size limit.
+    private mutating func receive(_ command: ActivityCommand, _ record: Record, now: UnixTime) -> Coalescer.ReceiveAction {
+        let activity = command.activityID
+        let broadcast = command.broadcast == true || channels.channel(of: activity) != nil || channels.isCreating(activity)
+        return coalescer.receive(
+            command, offset: record.offset, recordTime: record.timestamp, now: now, delivery: broadcast ? .broadcast : .device)
+    }
+
+    /// A new life for an ended id, after `marker`.
+    private mutating func begin(_ activity: ActivityID, after marker: ActivityLifecycle.Marker, now: UnixTime) {
+        coalescer.begin(activity, after: marker, now: now)
+        lifecycle.restarted(activity, createdAt: now)
+    }
+
+    private mutating func outcome(
+        of received: Coalescer.ReceiveAction, _ parsed: ActivityCommand, _ record: Record, now: UnixTime
+    ) -> [Action] {
+        switch received {
         case .alreadyApplied:
             return complete(.commands, [record.offset])
         case .duplicate(let commandID):
@@ -345,22 +402,31 @@ public struct PartitionDispatcher: Sendable {
         }
     }
 
-    /// Expires activities past `activity.max_age` or their dismissal, and
-    /// tokens past `expires_at` (or with no activity state for `max_age`):
-    /// tombstones for their state and tokens.
+    /// Runs the lifecycle's sweep (activities dismissed, expired past
+    /// `activity.max_age`, markers forgotten) and expires tokens past
+    /// `expires_at` (or with no activity state for `max_age`).
     public mutating func sweep(now: UnixTime) -> [Action] {
         var actions: [Action] = []
-        for expiry in coalescer.expire(now: now) {
-            let activity = expiry.activityID
-            actions.append(.observe(.activityExpired(activity, reason: expiry.reason.rawValue)))
-            let (tokens, deliveryOffsets) = activities.expire(activity)
-            actions.append(writes.produce(.state, key: activity.rawValue, value: nil, then: .nothing))
-            for token in tokens {
-                actions.append(writes.produce(.tokenStore, key: TokenRegistration.storeKey(activity, token), value: nil, then: .nothing))
+        let quiet = { (activity: ActivityID) in self.isQuiet(activity) }
+        var lives = lifecycle
+        let steps = lives.sweep(now: now, isIdle: quiet)
+        lifecycle = lives
+        for step in steps {
+            switch step {
+            case .expire(let activity):
+                actions.append(.observe(.activityExpired(activity, reason: ActivityLifecycle.ExpiryReason.maxAge.rawValue)))
+                actions += drop(activity, state: .tombstone)
+            case .dismiss(let activity):
+                guard let state = coalescer.state(of: activity) else {
+                    lifecycle.forget(activity)
+                    continue
+                }
+                let marker = lifecycle.dismiss(state, now: now)
+                actions.append(.observe(.activityExpired(activity, reason: ActivityLifecycle.ExpiryReason.dismissed.rawValue)))
+                actions += drop(activity, state: .write(ActivityState(marker: marker, of: activity, createdAt: state.createdAt)))
+            case .forget(let activity):
+                actions.append(writes.produce(.state, key: activity.rawValue, value: nil, then: .nothing))
             }
-            let (channelActions, channelHeld) = channelExpired(activity)
-            actions += channelActions
-            actions += complete(.commands, (expiry.heldOffsets + channelHeld + deliveryOffsets).sorted())
         }
         for (activity, tokens) in activities.expiredTokens(now: now, hasState: { coalescer.state(of: $0) != nil }) {
             for token in tokens {
@@ -373,6 +439,42 @@ public struct PartitionDispatcher: Sendable {
             actions.append(writes.produce(.tokenStore, key: key, value: nil, then: .nothing))
         }
         return actions
+    }
+
+    /// Whether nothing of the activity is held, in flight, waiting for a
+    /// retry or an acknowledgement: it may be dropped.
+    private func isQuiet(_ activity: ActivityID) -> Bool {
+        // A channel still being created holds its pushes; dropping the
+        // activity deletes the channel once APNs names it.
+        !coalescer.isHolding(activity) && activities.isIdle(activity) && !restore.holds(activity)
+    }
+
+    /// What becomes of a dropped activity's `state` record.
+    enum DroppedState {
+        /// Left as it is (a new life writes its own).
+        case keep
+        case tombstone
+        /// Replaced by this (a dismissed activity's marker).
+        case write(ActivityState)
+    }
+
+    /// Drops an activity's state and update tokens (tombstones in
+    /// `token-store`), its channel, and completes the offsets it held.
+    mutating func drop(_ activity: ActivityID, state: DroppedState) -> [Action] {
+        var actions: [Action] = []
+        let held = coalescer.remove(activity)
+        let (tokens, deliveryOffsets) = activities.expire(activity)
+        switch state {
+        case .keep: break
+        case .tombstone: actions.append(writes.produce(.state, key: activity.rawValue, value: nil, then: .nothing))
+        case .write(let marker): actions.append(writes.produce(.state, key: activity.rawValue, value: marker.json.serialized(), then: .nothing))
+        }
+        for token in tokens {
+            actions.append(writes.produce(.tokenStore, key: TokenRegistration.storeKey(activity, token), value: nil, then: .nothing))
+        }
+        let (channelActions, channelHeld) = channelExpired(activity)
+        actions += channelActions
+        return actions + complete(.commands, (held + channelHeld + deliveryOffsets).sorted())
     }
 
     /// Flushes every held update now (graceful shutdown).

@@ -96,6 +96,11 @@ struct PartitionRestore: Sendable {
         return catchUp.pushed[activity]
     }
 
+    /// Whether the catch-up holds a push of `activity`.
+    func holds(_ activity: ActivityID) -> Bool {
+        catchUp?.held[activity] != nil
+    }
+
     /// Holds `flush` during the catch-up, merged with what the activity
     /// already holds; false when nothing is held.
     mutating func hold(_ flush: Coalescer.Flush) -> Bool {

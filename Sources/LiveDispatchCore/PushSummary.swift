@@ -112,6 +112,7 @@ extension PushSummary {
         writer.value("content_state", state.contentState)
         writer.double("created_at", state.createdAt.seconds)
         writer.double("dismissal_date", state.dismissalDate?.seconds)
+        writer.double("dismissed_at", state.dismissedAt?.seconds)
         writer.double("ended_at", state.endedAt?.seconds)
         writer.integer("last_offset", state.lastOffset)
         if !state.priority10SentAt.isEmpty {

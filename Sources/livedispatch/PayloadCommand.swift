@@ -106,7 +106,7 @@ struct PayloadCommand: ParsableCommand {
         }
         let request = APNsRequest(
             push: flush.push, payload: payload, to: shownDestination, bundleID: bundleID,
-            apnsID: apnsID ?? UUID().uuidString.lowercased())
+            apnsID: apnsID ?? UUID().uuidString.lowercased(), now: currentTime)
         var lines: [String] = []
         for header in request.headers {
             if header.name == ":path", destination == nil {

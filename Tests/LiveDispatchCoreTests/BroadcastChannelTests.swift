@@ -53,12 +53,13 @@ struct BroadcastChannelTests {
         #expect(record["created_at"]?.numberValue == harness.now.seconds)
         #expect(harness.observations.contains(.channelCreated(match, ActivityChannel(id: channelID, environment: .production, storagePolicy: .noStorage, createdAt: harness.now))))
 
-        // The start goes to the token with the channel, merged with the update; the channel gets no start.
+        // The start, merged with the update, goes to the update token as an
+        // update (its device runs the activity already); the channel gets no start.
         #expect(harness.sent.count == 1)
         #expect(channelSends(harness).isEmpty)
         let aps = try JSONValue.parse(harness.sent[0].payload)["aps"]
-        #expect(aps?["event"] == "start")
-        #expect(aps?["input-push-channel"] == .string(channelID))
+        #expect(aps?["event"] == "update")
+        #expect(aps?["input-push-channel"] == nil)
         #expect(aps?["content-state"] == ["home": 1])
         let snapshot = try #require(harness.produced(on: .state).last?.value)
         #expect(ActivityChannel.inSnapshot(try JSONValue.parse(snapshot))?.id == channelID)
@@ -77,8 +78,8 @@ struct BroadcastChannelTests {
         #expect(sends.count == 1)
         #expect(sends.first?.channel?.id == channelID)
         #expect(sends.first?.push.event == .update)
-        #expect(harness.sent.filter { $0.token == tokenA }.map(\.push.event) == [.start, .update])
-        let request = try #require(sends.first).request(bundleID: "com.example.app", apnsID: "id")
+        #expect(harness.sent.filter { $0.token == tokenA }.map(\.push.event) == [.update, .update])
+        let request = try #require(sends.first).request(bundleID: "com.example.app", apnsID: "id", now: harness.now)
         #expect(request.path == "/4/broadcasts/apps/com.example.app")
         #expect(request.headers.contains { $0.name == "apns-channel-id" && $0.value == channelID })
         #expect(!request.headers.contains { $0.name == "apns-topic" })
@@ -96,7 +97,7 @@ struct BroadcastChannelTests {
         harness.command(1, update(1))
         harness.advance(by: 1)
         let send = try #require(channelSends(harness).first)
-        let request = send.request(bundleID: "com.example.app", apnsID: "id")
+        let request = send.request(bundleID: "com.example.app", apnsID: "id", now: harness.now)
         #expect(request.headers.contains { $0.name == "apns-expiration" && $0.value == "0" })
     }
 
@@ -167,7 +168,7 @@ struct BroadcastChannelTests {
         #expect(letters.first?.details["attempts"] == 3)
         #expect(harness.sent.map(\.token) == [tokenA])
         let aps = try JSONValue.parse(harness.sent[0].payload)["aps"]
-        #expect(aps?["event"] == "start")
+        #expect(aps?["event"] == "update")
         #expect(aps?["input-push-channel"] == nil)
         #expect(harness.produced(on: .channels).isEmpty)
         #expect(harness.dispatcher.isIdle)

@@ -193,31 +193,6 @@ struct CoalescerTests {
         #expect(flush.offsets == [0, 2])
     }
 
-    @Test("semantic 5: an ended activity is removed once its dismissal date passes, by default 4 h after end")
-    func endedExpiry() {
-        var coalescer = Coalescer()
-        _ = coalescer.receive(update("with-date", [:]), offset: 0, recordTime: time(t0), now: time(t0))
-        _ = coalescer.receive(update("with-date", [:], dismissal: t0 + 900, event: .end), offset: 1, recordTime: time(t0), now: time(t0))
-        _ = coalescer.receive(update("default", [:]), offset: 2, recordTime: time(t0), now: time(t0))
-        _ = coalescer.receive(update("default", [:], event: .end), offset: 3, recordTime: time(t0), now: time(t0))
-        #expect(coalescer.expire(now: time(t0 + 899)).isEmpty)
-        #expect(coalescer.expire(now: time(t0 + 900)).map(\.activityID.rawValue) == ["with-date"])
-        #expect(coalescer.expire(now: time(t0 + 4 * 3600 - 1)).isEmpty)
-        let expired = coalescer.expire(now: time(t0 + 4 * 3600))
-        #expect(expired == [Coalescer.Expiry(activityID: try! ActivityID("default"), reason: .dismissed, heldOffsets: [])])
-        #expect(coalescer.activityCount == 0)
-    }
-
-    @Test("semantic 6: activities older than max_age expire with the offsets they still held")
-    func maxAge() {
-        var coalescer = Coalescer(configuration: .init(maxAge: 12 * 3600))
-        _ = coalescer.receive(update("match-42", ["a": 1]), offset: 0, recordTime: time(t0), now: time(t0))
-        #expect(coalescer.timerFired(for: match, now: time(t0 + 1)).flushed != nil)
-        _ = coalescer.receive(update("match-42", ["a": 2]), offset: 1, recordTime: time(t0 + 12 * 3600 - 0.1), now: time(t0 + 12 * 3600 - 0.1))
-        let expired = coalescer.expire(now: time(t0 + 12 * 3600))
-        #expect(expired == [Coalescer.Expiry(activityID: match, reason: .maxAge, heldOffsets: [1])])
-    }
-
     @Test("semantic 4: aps.timestamp is the event time and never decreases")
     func timestamps() throws {
         var coalescer = Coalescer()

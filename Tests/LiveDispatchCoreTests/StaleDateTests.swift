@@ -23,12 +23,12 @@ struct StaleDateTests {
         let late = try flushed(&coalescer, update("match-42", ["a": 2]), offset: 1, at: t0 + 120)
         #expect(late.push.staleDate == nil)
         #expect(late.snapshot.staleDate == nil)
-        #expect(APNsRequest.expiration(of: late.push) > time(t0 + 120))
+        #expect(APNsRequest.expiration(of: late.push, sentAt: time(t0 + 120)) > time(t0 + 120))
         // One still ahead is carried by the updates that name none.
         _ = try flushed(&coalescer, update("match-42", ["a": 3], stale: t0 + 600), offset: 2, at: t0 + 130)
         let carried = try flushed(&coalescer, update("match-42", ["a": 4]), offset: 3, at: t0 + 140)
         #expect(carried.push.staleDate == time(t0 + 600))
-        #expect(APNsRequest.expiration(of: carried.push) == time(t0 + 600))
+        #expect(APNsRequest.expiration(of: carried.push, sentAt: time(t0 + 140)) == time(t0 + 600))
     }
 
     @Test("an end carries only its own stale date and relevance, also when its push is sent again after a restart")

@@ -51,8 +51,9 @@ public struct PushSender: Sendable {
     }
 
     func request(_ send: PartitionDispatcher.Send, _ route: Route) -> APNsRequest {
-        // To the device token, or to the activity's broadcast channel.
-        send.request(bundleID: route.bundleID, apnsID: apnsIDs.next())
+        // To the device token, or to the activity's broadcast channel; its
+        // expiration counted from now, when it is sent.
+        send.request(bundleID: route.bundleID, apnsID: apnsIDs.next(), now: UnixTime(seconds: Date().timeIntervalSince1970))
     }
 
     /// What a send of an app this worker has no route for ends as: refused

@@ -45,7 +45,7 @@ public struct WorkerMetrics: Sendable {
         counter("livedispatch_commands_duplicate_total").increment(by: 0)
         for kind in ["push", "audience_start", "token_removed"] { counter("livedispatch_outcomes_total", [("kind", kind)]).increment(by: 0) }
         counter("livedispatch_priority_downgrades_total").increment(by: 0)
-        for reason in Coalescer.Expiry.Reason.allCases {
+        for reason in ActivityLifecycle.ExpiryReason.allCases {
             counter("livedispatch_activities_expired_total", [("reason", reason.rawValue)]).increment(by: 0)
         }
         paused(false)
