@@ -94,6 +94,38 @@ public struct KafkaPartitionReader: Sendable {
         return end
     }
 
+    /// How many offsets each of `partitions` holds from its first record
+    /// with a timestamp at or after `since` (milliseconds since the Unix
+    /// epoch) to its end: an upper bound of what a read since then gives.
+    public func counts(
+        _ partitions: [TopicPartition], since: Int64, timeout: Duration = .seconds(30)
+    ) async throws -> [TopicPartition: Int64] {
+        guard !partitions.isEmpty else { return [:] }
+        let reader = try RDKafkaPartitionReader(properties: configuration.librdkafkaProperties, logger: logger)
+        let milliseconds = Int32(clamping: timeout.milliseconds)
+        return try await DedicatedThread.run(name: "kafka-counts") {
+            reader.counts(partitions, since: since, timeoutMilliseconds: milliseconds)
+        }.get()
+    }
+
+    /// Reads the records of `partitions` since `since`, at most `limit` of
+    /// them spread over every partition: each partition gives its share
+    /// of the limit (``RecordSample/shares(counts:limit:)``), its most
+    /// recent records. Records come in batches, in offset order per
+    /// partition, the partitions interleaved.
+    public func readSample(
+        _ partitions: [TopicPartition], since: Int64, limit: Int, timeout: Duration = .seconds(30),
+        _ body: ([KafkaRecord]) async throws -> Void
+    ) async throws {
+        let counts = try await self.counts(partitions, since: since, timeout: timeout)
+        let shares = RecordSample.shares(counts: counts, limit: Int64(limit))
+        var reads: [TopicPartition: PartitionRead] = [:]
+        for (partition, share) in shares where share > 0 { reads[partition] = .latestRecordsSince(since, count: share) }
+        try await read(reads, timeout: timeout) { event in
+            if case .records(_, let records) = event { try await body(records) }
+        }
+    }
+
     /// Every record of the partition up to its end offset, in offset order.
     public func readAll(topic: String, partition: Int32, timeout: Duration = .seconds(30)) async throws -> [KafkaRecord] {
         var records: [KafkaRecord] = []
@@ -117,6 +149,18 @@ public enum PartitionRead: Sendable, Hashable {
     case latestPerKey
     /// Only the end offset.
     case endOffset
+    /// The last `count` records (at most) from the first with a timestamp
+    /// at or after `since`, to the end: a partition's most recent share of
+    /// a sample (see ``RecordSample``).
+    case latestRecordsSince(Int64, count: Int64)
+
+    /// The time before which records are skipped, if any.
+    var since: Int64? {
+        switch self {
+        case .recordsSince(let since), .latestRecordsSince(let since, _): since
+        case .records, .latestPerKey, .endOffset: nil
+        }
+    }
 }
 
 /// What a read of several partitions gives, in order per partition.

@@ -41,8 +41,8 @@ extension WorkerAPI {
             base: rules(), new: newRules, maxEventBytes: source.maxEventBytes, limitEvents: limitEvents, now: UnixTime(seconds: wallClock))
         let since = Int64(exactly: ((wallClock - Double(minutes * 60)) * 1000).rounded(.down)) ?? 0
         let failure = await Self.reading {
-            for topic in run.topics where !run.isFull {
-                try await source.read(topic, since) { run.take($0) }
+            try await source.read(run.topics, since, limitEvents) { records in
+                for record in records { run.take(record) }
             }
         }
         switch failure {

@@ -65,10 +65,11 @@ struct WorkerAPI: APIProtocol {
     struct RulesDiffSource: Sendable {
         var rulesDirectory: String
         var maxEventBytes: Int
-        /// Reads every partition of `topic` from its first record at `since`
-        /// (milliseconds since the epoch) or later, a record at a time, to
-        /// the end or until `body` returns false.
-        var read: @Sendable (_ topic: String, _ since: Int64, _ body: (KafkaRecord) -> Bool) async throws -> Void
+        /// Reads every partition of `topics` from its first record at
+        /// `since` (milliseconds since the epoch) or later to the end, at
+        /// most `limit` records spread over the partitions (each its share,
+        /// its most recent), a batch at a time.
+        var read: @Sendable (_ topics: [String], _ since: Int64, _ limit: Int, _ body: ([KafkaRecord]) -> Void) async throws -> Void
     }
 
     /// What became of one request.

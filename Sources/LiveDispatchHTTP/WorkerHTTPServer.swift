@@ -320,24 +320,19 @@ public struct WorkerHTTPServer: Service {
         }
     }
 
-    /// Reads every partition of a topic from a time on (the partition
-    /// reader, by timestamp), under the same gate as the other reads.
-    static func timeReader(client: KafkaClientConfiguration, logger: Logger, gate: ScanGate) -> @Sendable (String, Int64, (KafkaRecord) -> Bool) async throws -> Void {
-        struct Enough: Error {}
-        return { topic, since, body in
+    /// Reads every partition of the topics from a time on (the partition
+    /// reader, by timestamp), at most a limit of records spread over the
+    /// partitions, under the same gate as the other reads.
+    static func timeReader(client: KafkaClientConfiguration, logger: Logger, gate: ScanGate) -> @Sendable ([String], Int64, Int, ([KafkaRecord]) -> Void) async throws -> Void {
+        { topics, since, limit, body in
             try gate.enter()
             defer { gate.leave() }
-            let count = try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()[topic] ?? 0
-            let reader = KafkaPartitionReader(configuration: client, logger: logger)
-            do {
-                for partition in 0..<Int32(clamping: count) {
-                    try await reader.readBatchesToEnd(topic: topic, partition: partition, since: since, timeout: .seconds(10)) { records in
-                        for record in records where !body(record) { throw Enough() }
-                    }
-                }
-            } catch is Enough {
-                return
+            let counts = try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()
+            let partitions = topics.flatMap { topic in
+                (0..<Int32(clamping: counts[topic] ?? 0)).map { TopicPartition(topic: topic, partition: $0) }
             }
+            let reader = KafkaPartitionReader(configuration: client, logger: logger)
+            try await reader.readSample(partitions, since: since, limit: limit, timeout: .seconds(10)) { body($0) }
         }
     }
 

@@ -30,7 +30,7 @@ extension RulesCommand {
         @Option(name: .customLong("bootstrap-servers"), help: "The Kafka brokers, host:port[,host:port…].") var bootstrapServers: String
         @Option(help: "Where to start: a duration back from now (2h, 30m) or an ISO-8601 time.") var since: String
         @Option(help: "Only these domain topics, comma-separated (default: every topic either rule set reads).") var topics: String?
-        @Option(name: .customLong("limit-events"), help: "Stop after this many events.") var limitEvents: Int?
+        @Option(name: .customLong("limit-events"), help: "Read at most this many events, spread over every partition: each gives its share, its most recent.") var limitEvents: Int?
         @Option(help: "Activities to show, most affected first.") var limit: Int = 10
         @Flag(help: "Print the report as JSON (shape: docs/rules.md).") var json = false
         @Flag(help: "Print events/s and the peak RSS on standard error.") var stats = false
@@ -115,20 +115,33 @@ extension RulesCommand {
             let clock = ContinuousClock()
             let began = clock.now
             var diffing = Duration.zero
-            reading: for topic in chosen {
-                for partition in 0..<Int32(clamping: partitions[topic] ?? 0) {
-                    do {
-                        try await reader.readBatchesToEnd(topic: topic, partition: partition, since: start) { records in
-                            let batchStart = clock.now
-                            defer { diffing += clock.now - batchStart }
-                            for record in records where !run.take(record) { throw EnoughEvents() }
-                        }
-                    } catch is EnoughEvents {
-                        break reading
-                    } catch {
-                        throw Self.fail("cannot read \(topic)[\(partition)] from \(bootstrapServers): \(error)")
+            if let limitEvents {
+                // A capped read takes each partition's share of the limit, its most recent events.
+                let sampled = chosen.flatMap { topic in
+                    (0..<Int32(clamping: partitions[topic] ?? 0)).map { TopicPartition(topic: topic, partition: $0) }
+                }
+                do {
+                    try await reader.readSample(sampled, since: start, limit: limitEvents) { records in
+                        let batchStart = clock.now
+                        defer { diffing += clock.now - batchStart }
+                        for record in records { run.take(record) }
                     }
-                    if run.isFull { break reading }
+                } catch {
+                    throw Self.fail("cannot read \(chosen.joined(separator: ", ")) from \(bootstrapServers): \(error)")
+                }
+            } else {
+                for topic in chosen {
+                    for partition in 0..<Int32(clamping: partitions[topic] ?? 0) {
+                        do {
+                            try await reader.readBatchesToEnd(topic: topic, partition: partition, since: start) { records in
+                                let batchStart = clock.now
+                                defer { diffing += clock.now - batchStart }
+                                for record in records { run.take(record) }
+                            }
+                        } catch {
+                            throw Self.fail("cannot read \(topic)[\(partition)] from \(bootstrapServers): \(error)")
+                        }
+                    }
                 }
             }
             let elapsed = clock.now - began
@@ -156,8 +169,6 @@ extension RulesCommand {
         }
     }
 
-    /// Thrown from the read to stop at `--limit-events`.
-    struct EnoughEvents: Error {}
 }
 
 /// The text form of a rules diff report.

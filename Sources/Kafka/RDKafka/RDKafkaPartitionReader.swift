@@ -99,7 +99,7 @@ extension RDKafkaPartitionReader {
             case .failure(let failure):
                 buffer.push([.failure(failure)])
                 return
-            case .success(.read(let start, let high)):
+            case .success(.read(let start, _, let high)):
                 highs[partition] = high
                 starts[partition] = start
             case .success(.atEnd(let end)):
@@ -166,12 +166,12 @@ extension RDKafkaPartitionReader {
                 case .latestPerKey:
                     let record = RDKafkaMessage.record(from: message, topicNames: &topicNames)
                     latest[partition, default: [:]][record.key] = record
-                case .records, .recordsSince:
+                case .records, .recordsSince, .latestRecordsSince:
                     let record = RDKafkaMessage.record(from: message, topicNames: &topicNames)
                     // Older records are skipped even past the offset the
                     // lookup found: Tansu answers it with the partition's
                     // first offset for any time.
-                    if case .recordsSince(let since) = read, let time = record.timestampMilliseconds, time < since { break }
+                    if let since = read.since, let time = record.timestampMilliseconds, time < since { break }
                     pending[partition, default: []].append(record)
                     pendingCount += 1
                 }
@@ -204,15 +204,17 @@ extension RDKafkaPartitionReader {
 
     /// Where a partition's read starts, or that there is nothing to read.
     private enum Start {
-        /// Read from `offset`; `high` is the watermark the end must reach.
-        case read(from: Int64, high: Int64)
+        /// Read from `offset` (perhaps the logical beginning, `low` being
+        /// the first offset held); `high` is the watermark the end must reach.
+        case read(from: Int64, low: Int64, high: Int64)
         /// Nothing to read: the partition ends at this offset.
         case atEnd(Int64)
     }
 
     /// Where to start reading `partition` for `read`: its watermarks, and
     /// for `.recordsSince` the first record of that time (a lookup by
-    /// timestamp); blocks up to the timeout.
+    /// timestamp); `.latestRecordsSince` starts no earlier than its count
+    /// of records before the end. Blocks up to the timeout.
     private func start(of partition: TopicPartition, _ read: PartitionRead, timeoutMilliseconds: Int32) -> Result<Start, KafkaError> {
         let (topic, number) = (partition.topic, partition.partition)
         var low: Int64 = 0
@@ -225,25 +227,62 @@ extension RDKafkaPartitionReader {
         let beginning = Int64(RD_KAFKA_OFFSET_BEGINNING)
         switch read {
         case .records, .latestPerKey:
-            return .success(.read(from: beginning, high: high))
+            return .success(.read(from: beginning, low: low, high: high))
         case .endOffset:
-            return .success(.read(from: high, high: high))
+            return .success(.read(from: high, low: low, high: high))
         case .recordsSince(let since):
-            switch offset(atTime: since, topic: topic, partition: number, end: high, timeoutMilliseconds: timeoutMilliseconds) {
+            return start(of: partition, since: since, low: low, high: high, timeoutMilliseconds: timeoutMilliseconds)
+        case .latestRecordsSince(let since, let count):
+            guard count > 0 else { return .success(.atEnd(high)) }
+            let found = start(of: partition, since: since, low: low, high: high, timeoutMilliseconds: timeoutMilliseconds)
+            guard case .success(.read(let from, _, _)) = found else { return found }
+            let (last, overflow) = high.subtractingReportingOverflow(count)
+            return .success(.read(from: max(from == beginning ? low : from, overflow ? low : last), low: low, high: high))
+        }
+    }
+
+    /// Where the records of `since` or later begin in `partition`, whose
+    /// watermarks are `low` and `high`.
+    private func start(
+        of partition: TopicPartition, since: Int64, low: Int64, high: Int64, timeoutMilliseconds: Int32
+    ) -> Result<Start, KafkaError> {
+        let (topic, number) = (partition.topic, partition.partition)
+        switch offset(atTime: since, topic: topic, partition: number, end: high, timeoutMilliseconds: timeoutMilliseconds) {
+        case .failure(let failure):
+            return .failure(failure)
+        case .success(let offset) where offset < high:
+            return .success(.read(from: offset, low: low, high: high))
+        case .success:
+            // "No record that recent" is also what a broker that cannot
+            // look up by time answers (librdkafka's mock cluster): the
+            // last record's time tells which. When it is recent, the
+            // partition is read from its beginning.
+            guard let last = lastTimestamp(topic: topic, partition: number, end: high, timeoutMilliseconds: timeoutMilliseconds),
+                  last >= since
+            else { return .success(.atEnd(high)) }
+            return .success(.read(from: Int64(RD_KAFKA_OFFSET_BEGINNING), low: low, high: high))
+        }
+    }
+
+    /// How many offsets each partition holds from its first record of
+    /// `since` or later to its end (an upper bound of the records read:
+    /// compaction and transaction markers leave gaps). Blocks up to the
+    /// timeout per partition.
+    func counts(
+        _ partitions: [TopicPartition], since: Int64, timeoutMilliseconds: Int32
+    ) -> Result<[TopicPartition: Int64], KafkaError> {
+        defer { _ = rd_kafka_consumer_close(handle.pointer) }
+        var counts: [TopicPartition: Int64] = [:]
+        for partition in partitions.sorted() {
+            switch start(of: partition, .recordsSince(since), timeoutMilliseconds: timeoutMilliseconds) {
             case .failure(let failure):
                 return .failure(failure)
-            case .success(let offset) where offset < high:
-                return .success(.read(from: offset, high: high))
-            case .success:
-                // "No record that recent" is also what a broker that cannot
-                // look up by time answers (librdkafka's mock cluster): the
-                // last record's time tells which. When it is recent, the
-                // partition is read from its beginning.
-                guard let last = lastTimestamp(topic: topic, partition: number, end: high, timeoutMilliseconds: timeoutMilliseconds),
-                      last >= since
-                else { return .success(.atEnd(high)) }
-                return .success(.read(from: beginning, high: high))
+            case .success(.atEnd):
+                counts[partition] = 0
+            case .success(.read(let from, let low, let high)):
+                counts[partition] = high - (from == Int64(RD_KAFKA_OFFSET_BEGINNING) ? low : from)
             }
         }
+        return .success(counts)
     }
 }

@@ -3733,7 +3733,8 @@ internal enum Operations {
     /// given files replaced or added (the new rules), on the domain
     /// records of the last `minutes`, read by timestamp from every
     /// partition of the topics either set reads, without joining a group
-    /// or committing. At most `limit_events` events are read; one read of
+    /// or committing. At most `limit_events` events are read, spread over
+    /// every partition (each gives its share, its most recent); one read of
     /// Kafka for the read routes runs at a time (429 otherwise). Nothing
     /// is produced. Needs a key with the `read` scope.
     ///
