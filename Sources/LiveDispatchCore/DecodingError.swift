@@ -163,10 +163,14 @@ extension FieldReader {
         return try requiredToken(key)
     }
 
-    /// Parses record bytes as JSON, reporting a parse failure as a field error on the document.
+    /// Parses record bytes as JSON, reporting a parse failure as a field
+    /// error on the document, and a number that cannot be carried exactly
+    /// as one on its field.
     static func parse(_ bytes: [UInt8]) throws(FieldError) -> JSONValue {
         do {
             return try JSONValue.parse(bytes)
+        } catch where error.isInexactNumber {
+            throw FieldError(field: error.field, message: "\(error.message) (line \(error.line), column \(error.column))")
         } catch {
             throw FieldError(field: "", message: "not JSON: \(error)")
         }

@@ -8,8 +8,42 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
     public var column: Int
     /// 0-based byte offset of the offending byte.
     public var offset: Int
+    /// Where in the document it was found: the members and elements whose
+    /// values were being read, outermost first; empty at the top level.
+    public var path: [JSONPathComponent] = []
+    /// The text is JSON, but a number in it cannot be carried exactly
+    /// (``JSONValue/parse(_:limits:)`` says which numbers can).
+    public var isInexactNumber = false
+
+    /// The path as LiveDispatch names fields: `content_state.scores[1]`.
+    public var field: String { JSONPathComponent.field(path) }
 
     public var description: String { "line \(line), column \(column): \(message)" }
+
+    /// The same error found inside the member or element `component`.
+    func within(_ component: JSONPathComponent) -> JSONParseError {
+        var inner = self
+        inner.path.insert(component, at: 0)
+        return inner
+    }
+}
+
+/// One step of a path into a JSON document: an object's member or an array's element.
+public enum JSONPathComponent: Sendable, Hashable {
+    case member(String)
+    case element(Int)
+
+    /// Dotted members, bracketed elements: `content_state.scores[1]`.
+    public static func field(_ path: [JSONPathComponent]) -> String {
+        var field = ""
+        for component in path {
+            switch component {
+            case .member(let key): field += field.isEmpty ? key : ".\(key)"
+            case .element(let index): field += "[\(index)]"
+            }
+        }
+        return field
+    }
 }
 
 /// Bounds a parse so that hostile input cannot exhaust the stack or memory.
@@ -30,6 +64,16 @@ public struct JSONParseLimits: Sendable, Hashable {
 extension JSONValue {
     /// Parses one JSON text (RFC 8259). Whitespace may surround it; anything
     /// else after it is an error.
+    ///
+    /// Every number is carried exactly or refused, never rounded. A number
+    /// written without a fraction or an exponent is an ``integer(_:)`` and
+    /// must lie in -9223372036854775808...9223372036854775807. Any other is
+    /// a ``double(_:)`` and must be the very decimal value its double is
+    /// written back as (the shortest form that reads back the same): any
+    /// number of up to 15 significant digits in the double's range is, and
+    /// `1e-400` (read as 0), `1e400` (infinite) or `0.10000000000000000001`
+    /// (more digits than a double keeps) are refused, the error
+    /// ``JSONParseError/isInexactNumber`` with the number's path.
     public static func parse(_ text: String, limits: JSONParseLimits = .default) throws(JSONParseError) -> JSONValue {
         try parse(Array(text.utf8), limits: limits)
     }
@@ -147,7 +191,12 @@ struct JSONParser {
             }
             index += 1
             skipWhitespace()
-            let value = try parseValue(depth: depth)
+            let value: JSONValue
+            do {
+                value = try parseValue(depth: depth)
+            } catch {
+                throw error.within(.member(key))
+            }
             if fields.updateValue(value, forKey: key) != nil {
                 throw error("duplicate object key \"\(key)\"", at: keyOffset)
             }
@@ -172,7 +221,11 @@ struct JSONParser {
         }
         while true {
             skipWhitespace()
-            elements.append(try parseValue(depth: depth))
+            do {
+                elements.append(try parseValue(depth: depth))
+            } catch {
+                throw error.within(.element(elements.count))
+            }
             skipWhitespace()
             guard !isAtEnd else { throw error("unexpected end of input, expected ',' or ']' in an array") }
             switch bytes[index] {
@@ -294,7 +347,7 @@ struct JSONParser {
         let negative = bytes[index] == UInt8(ascii: "-")
         if negative { index += 1 }
         guard !isAtEnd, isDigit(bytes[index]) else { throw error("invalid number, expected a digit", at: start) }
-        // Integers accumulate as they are scanned (negated, so Int64.min fits); overflow falls back to Double.
+        // Integers accumulate as they are scanned (negated, so Int64.min fits); overflow is a refusal.
         var magnitude: Int64 = 0
         var overflow = false
         if bytes[index] == UInt8(ascii: "0") {
@@ -311,7 +364,8 @@ struct JSONParser {
             }
         }
         // A decimal of at most 15 digits is its digits over a power of ten,
-        // both exact in a Double, so one division rounds it as strtod would.
+        // both exact in a Double, so one division rounds it as strtod would;
+        // and 15 significant digits always read back from the double they make.
         var fraction: (digits: UInt64, count: Int)?
         if !isAtEnd && bytes[index] == UInt8(ascii: ".") {
             isInteger = false
@@ -334,19 +388,86 @@ struct JSONParser {
             guard !isAtEnd, isDigit(bytes[index]) else { throw error("invalid number, expected a digit in the exponent", at: start) }
             while !isAtEnd && isDigit(bytes[index]) { index += 1 }
         }
-        if isInteger && !overflow {
-            if negative { return .integer(magnitude) }
-            if magnitude != Int64.min { return .integer(-magnitude) }
+        if isInteger {
+            if !overflow {
+                if negative { return .integer(magnitude) }
+                if magnitude != Int64.min { return .integer(-magnitude) }
+            }
+            throw inexact("integer \(literal(from: start)) is outside the 64-bit range -9223372036854775808...9223372036854775807", at: start)
         }
         if let fraction, fraction.digits < 1_000_000_000_000_000, fraction.count < Self.powersOfTen.count {
             let value = Double(fraction.digits) / Self.powersOfTen[fraction.count]
             return .double(negative ? -value : value)
         }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        guard let double = Double(text), double.isFinite else {
-            throw error("number \(text) is out of range", at: start)
+        let written = UnsafeBufferPointer(rebasing: bytes[start..<index])
+        guard let double = Double(String(decoding: written, as: UTF8.self)), double.isFinite else {
+            throw inexact("number \(literal(from: start)) is beyond the range of a 64-bit double", at: start)
+        }
+        var shortest = double.description
+        let same = shortest.withUTF8 { Self.decimal(written) == Self.decimal($0) }
+        guard same else {
+            let reason = double == 0 ? "is too small for a 64-bit double (it would be read as 0)" : "would be rounded to \(shortest) by a 64-bit double"
+            throw inexact("number \(literal(from: start)) \(reason)", at: start)
         }
         return .double(double)
+    }
+
+    /// A refusal of a number that is JSON but cannot be carried exactly.
+    func inexact(_ message: String, at offset: Int) -> JSONParseError {
+        var refusal = error("\(message); send it as a string to keep every digit", at: offset)
+        refusal.isInexactNumber = true
+        return refusal
+    }
+
+    /// The number read from `start`, cut to 40 bytes for a message.
+    func literal(from start: Int) -> String {
+        let written = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        return written.utf8.count > 40 ? "\(written.prefix(40))…" : written
+    }
+
+    /// The decimal value of a number's text (JSON's grammar, which Swift's
+    /// `description` of a finite double follows too): its sign, its
+    /// significant digits (no leading or trailing zeros) and the power of
+    /// ten of the point before them, `0.d₁d₂… × 10^exponent`. Zero is
+    /// `(false, [], 0)` whatever its sign.
+    static func decimal(_ text: UnsafeBufferPointer<UInt8>) -> (negative: Bool, digits: [UInt8], exponent: Int) {
+        var position = 0
+        let negative = text.first == UInt8(ascii: "-")
+        if negative { position += 1 }
+        var digits: [UInt8] = []
+        var point = 0
+        var afterPoint = false
+        scan: while position < text.count {
+            switch text[position] {
+            case UInt8(ascii: "0") where digits.isEmpty:
+                if afterPoint { point -= 1 }
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                digits.append(text[position])
+                if !afterPoint { point += 1 }
+            case UInt8(ascii: "."):
+                afterPoint = true
+            default:
+                break scan
+            }
+            position += 1
+        }
+        // The exponent, held below a billion: past that a double is 0 or infinite anyway.
+        var exponent = 0
+        var exponentNegative = false
+        if position < text.count {
+            position += 1
+            if position < text.count, text[position] == UInt8(ascii: "-") || text[position] == UInt8(ascii: "+") {
+                exponentNegative = text[position] == UInt8(ascii: "-")
+                position += 1
+            }
+            while position < text.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(text[position]) {
+                exponent = min(exponent * 10 + Int(text[position] &- UInt8(ascii: "0")), 1_000_000_000)
+                position += 1
+            }
+        }
+        while digits.last == UInt8(ascii: "0") { digits.removeLast() }
+        guard !digits.isEmpty else { return (false, [], 0) }
+        return (negative, digits, point + (exponentNegative ? -exponent : exponent))
     }
 
     func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }

@@ -1,3 +1,4 @@
+import Foundation
 import LiveDispatchCore
 import Testing
 
@@ -18,7 +19,7 @@ struct JSONValueTests {
     func decimalsAgreeWithStrtod() throws {
         var generator = SplitMix64(seed: 42)
         var texts = ["0.1", "-0.0", "0.5", "1.0", "1764010000.123456", "123456789012345.5", "0.000000000000000000000001", "99999999999999.9",
-                     "999999999999999.9", "4.35", "-17.000000000000001", "1.7976931348623157", "0.30000000000000004"]
+                     "999999999999999.9", "4.35", "-17.000000000000004", "1.7976931348623157", "0.30000000000000004"]
         for _ in 0..<5_000 {
             let whole = generator.next() % 10_000_000_000
             let digits = Int(generator.next() % 12) + 1
@@ -27,11 +28,17 @@ struct JSONValueTests {
         }
         var mismatches: [String] = []
         for text in texts {
-            guard case .double(let parsed) = try JSONValue.parse(text), let expected = Double(text),
-                parsed.bitPattern == expected.bitPattern
-            else {
-                mismatches.append(text)
+            let expected = Double(text)
+            switch Result(catching: { () throws(JSONParseError) in try JSONValue.parse(text) }) {
+            case .success(.double(let parsed)) where parsed.bitPattern == expected?.bitPattern:
                 continue
+            case .failure(let error) where error.isInexactNumber:
+                // Refused only when strtod's double is written back as another value.
+                let decimal = { (text: String) in Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) }
+                if let expected, decimal(expected.description) != decimal(text) { continue }
+                mismatches.append(text)
+            default:
+                mismatches.append(text)
             }
         }
         #expect(mismatches.isEmpty, "read differently from strtod: \(mismatches.prefix(5))")
@@ -186,8 +193,6 @@ struct JSONNumberTests {
         arguments: [
             ("9223372036854775807", JSONValue.integer(Int64.max)),
             ("-9223372036854775808", JSONValue.integer(Int64.min)),
-            ("9223372036854775808", JSONValue.double(9_223_372_036_854_775_808)),
-            ("-9223372036854775809", JSONValue.double(-9_223_372_036_854_775_809)),
             ("0", JSONValue.integer(0)),
             ("-0", JSONValue.integer(0)),
             ("-12", JSONValue.integer(-12)),
@@ -197,8 +202,10 @@ struct JSONNumberTests {
         #expect(try JSONValue.parse(text) == value)
     }
 
-    @Test("a number too large for a double is refused")
+    @Test("a number too large for a double or an integer past Int64 is refused, not rounded")
     func outOfRange() {
-        #expect(throws: JSONParseError.self) { try JSONValue.parse("1e999") }
+        for text in ["1e999", "9223372036854775808", "-9223372036854775809", "-17.000000000000001"] {
+            #expect(throws: JSONParseError.self, "\(text)") { try JSONValue.parse(text) }
+        }
     }
 }
