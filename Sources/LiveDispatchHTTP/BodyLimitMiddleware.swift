@@ -7,7 +7,9 @@ import LiveDispatchCore
 /// reading it when `Content-Length` already says so). A body declared JSON
 /// must be JSON by the rules of the parser that reads the Kafka topics
 /// (``JSONValue/parse(_:limits:)``: no duplicate keys, bounded depth, valid
-/// UTF-8), so a request and a record with the same bytes are read alike.
+/// UTF-8), so a request and a record with the same bytes are read alike. A
+/// number it cannot carry exactly is refused 400 `invalid-request` with the
+/// pointer of its field, before anything decodes it into a double.
 struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     let maxBytes: Int
 
@@ -31,6 +33,16 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
             if body.readableBytes > 0, AccessGate.isJSON(request.headers[.contentType]) {
                 do {
                     _ = try JSONValue.parse(Array(buffer: body))
+                } catch where error.isInexactNumber {
+                    let pointer = JSONPointer.make(error.path.map { component in
+                        switch component {
+                        case .member(let key): key
+                        case .element(let index): String(index)
+                        }
+                    })
+                    throw APIError.invalid(
+                        "the request is not valid: \(pointer.isEmpty ? "the body" : pointer): \(error.message)",
+                        problems: [.init(pointer: pointer, message: error.message)])
                 } catch {
                     throw APIError(status: .badRequest, code: "invalid-json", message: "the body is not valid JSON: \(error)")
                 }

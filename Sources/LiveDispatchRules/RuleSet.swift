@@ -205,6 +205,9 @@ public struct RuleSet: Sendable {
         let event: JSONValue
         do {
             event = try JSONValue.parse(value, limits: limits)
+        } catch where error.isInexactNumber {
+            let field = error.field.isEmpty ? "the event" : "the event's field \(error.field)"
+            throw RuleFailure(code: .invalidEvent, rule: nil, reason: "\(field): \(error.message)")
         } catch {
             throw RuleFailure(code: .invalidEvent, rule: nil, reason: "the event is not JSON: \(error)")
         }
