@@ -18,7 +18,12 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
     /// The path as LiveDispatch names fields: `content_state.scores[1]`.
     public var field: String { JSONPathComponent.field(path) }
 
-    public var description: String { "line \(line), column \(column): \(message)" }
+    /// The position and the message; for a refused number, its field too
+    /// (the text is JSON there: the field is what to change).
+    public var description: String {
+        guard isInexactNumber, !path.isEmpty else { return "line \(line), column \(column): \(message)" }
+        return "line \(line), column \(column), field '\(field)': \(message)"
+    }
 
     /// The same error found inside the member or element `component`.
     func within(_ component: JSONPathComponent) -> JSONParseError {

@@ -31,6 +31,7 @@ struct ExactNumberTests {
         #expect(error.path == [.member("content_state"), .member("scores"), .element(1), .member("big")])
         #expect(error.column == 42)
         #expect(error.message.hasPrefix("integer") || error.message.hasPrefix("number"))
+        #expect(error.description.hasPrefix("line 1, column 42, field 'content_state.scores[1].big': "))
         // Alone, the same number is refused at the top level.
         #expect(parseError(number)?.isInexactNumber == true)
         #expect(parseError(number)?.field == "")
