@@ -119,8 +119,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                 }
                 : rules.evaluate(request, tokenState: &tokenState, now: now, generatedID: { random.uuid() })
             let recipient: PushRecipient? = verdict.deviceToken.map { .device($0) } ?? verdict.channelID.map { .channel($0) }
+            let sequence = state.nextSequence()
             let actions = machine.requestReceived(
-                stream, verdict: verdict, faults: faults, sequence: state.nextSequence(), draw: random.unit())
+                stream, verdict: verdict, faults: faults, sequence: sequence, draw: faults.draw(sequence: sequence) ?? random.unit())
             for action in actions {
                 if case .respond(let answered, let response, _, _) = action, answered == stream,
                     response.status == 200, verdict.isAccepted, let recipient

@@ -1,3 +1,5 @@
+import LiveDispatchCore
+
 /// Misbehaviour the simulator can be told to show, to test how a client
 /// copes. Every fault is off by default. Counts named "per connection"
 /// restart on each connection; the others run over the whole server.
@@ -7,6 +9,11 @@ public struct SimulatorFaults: Sendable, Hashable {
     public var errorRate: Double
     /// Statuses for `errorRate`, chosen evenly: 429, 500 and/or 503.
     public var errorStatuses: [Int]
+    /// When set, the `errorRate` draw of the n-th request over the server is
+    /// the n-th number of a generator seeded with it (``draw(sequence:)``):
+    /// the same seed fails the same requests of an arrival order, run after
+    /// run. Without it each connection draws from the system's randomness.
+    public var seed: UInt64?
     /// A cycle applied to otherwise accepted pushes in arrival order over
     /// the server: 200 lets the push through, 429/500/503 answer with that.
     /// `[503, 200, 200]` fails the first push of every three.
@@ -32,13 +39,14 @@ public struct SimulatorFaults: Sendable, Hashable {
     public var retryAfterSeconds: Int?
 
     public init(
-        errorRate: Double = 0, errorStatuses: [Int] = [429, 500, 503], errorSchedule: [Int] = [],
+        errorRate: Double = 0, errorStatuses: [Int] = [429, 500, 503], seed: UInt64? = nil, errorSchedule: [Int] = [],
         goAwayAfterStreams: Int? = nil, refuseStreamEvery: Int? = nil, resetConnectionAfterRequests: Int? = nil,
         latencyMilliseconds: Int64 = 0, unregisteredTokens: [String: Int64] = [:],
         dropToOneStreamAfterRejection: Bool = false, retryAfterSeconds: Int? = nil
     ) {
         self.errorRate = errorRate
         self.errorStatuses = errorStatuses
+        self.seed = seed
         self.errorSchedule = errorSchedule
         self.goAwayAfterStreams = goAwayAfterStreams
         self.refuseStreamEvery = refuseStreamEvery
@@ -78,6 +86,16 @@ public struct SimulatorFaults: Sendable, Hashable {
         guard latencyMilliseconds >= 0 else {
             throw .invalidConfiguration("latency must not be negative (\(latencyMilliseconds) ms)")
         }
+    }
+
+    /// The seeded draw in `0..<1` for the `sequence`-th request over the
+    /// server (counted from 1), or nil without a ``seed``: the value a
+    /// `SplitMix64(seed:)` gives on its `sequence`-th `unit()`.
+    public func draw(sequence: Int) -> Double? {
+        guard let seed else { return nil }
+        let skipped = UInt64(truncatingIfNeeded: max(sequence, 1) - 1)
+        var generator = SplitMix64(seed: seed &+ skipped &* SplitMix64.increment)
+        return generator.unit()
     }
 
     /// The APNs reason sent with an injected status.

@@ -66,6 +66,9 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
     @Option(name: .customLong("error-statuses"), help: "Statuses for --error-rate, comma-separated (429,500,503).")
     var errorStatuses = "429,500,503"
     @Option(
+        help: "Seed for --error-rate: the Nth request over the server draws the seed's Nth number, so a run fails the same requests of an arrival order.")
+    var seed: UInt64?
+    @Option(
         name: .customLong("error-schedule"),
         help: "A cycle of statuses for good pushes in arrival order, e.g. 503,200,200 (200 passes).")
     var errorSchedule: String?
@@ -191,7 +194,7 @@ struct SimulateAPNsCommand: AsyncParsableCommand {
         var unregisteredTokens: [String: Int64] = [:]
         for token in unregistered { unregisteredTokens[token.lowercased()] = timestamp }
         let faults = SimulatorFaults(
-            errorRate: errorRate, errorStatuses: try statuses(errorStatuses, option: "--error-statuses"),
+            errorRate: errorRate, errorStatuses: try statuses(errorStatuses, option: "--error-statuses"), seed: seed,
             errorSchedule: try errorSchedule.map { try statuses($0, option: "--error-schedule") } ?? [],
             goAwayAfterStreams: goAwayAfter, refuseStreamEvery: refuseEvery, resetConnectionAfterRequests: resetAfter,
             latencyMilliseconds: latencyMilliseconds, unregisteredTokens: unregisteredTokens,

@@ -1,4 +1,5 @@
 import Crypto
+import LiveDispatchCore
 import Logging
 import NIOCore
 import NIOEmbedded
@@ -186,6 +187,28 @@ struct APNsConnectionHandlerTests {
         #expect(harness.client.response(first)?.status == 200)
         #expect(harness.client.response(second)?.status == 429)
         #expect(String(decoding: harness.client.response(second)?.body ?? [], as: UTF8.self) == #"{"reason":"TooManyProviderTokenUpdates"}"#)
+    }
+
+    @Test("a seeded error rate fails the same requests of an arrival order, run after run; another seed fails others")
+    func seededErrorRate() throws {
+        func statuses(seed: UInt64) throws -> [Int] {
+            let harness = try Harness(faults: SimulatorFaults(errorRate: 0.3, errorStatuses: [429, 500, 503], seed: seed))
+            return try (0..<60).map { _ in
+                let stream = try harness.submit()
+                try harness.exchange()
+                return harness.client.response(stream)?.status ?? 0
+            }
+        }
+        let first = try statuses(seed: 45)
+        #expect(try statuses(seed: 45) == first)
+        #expect(try statuses(seed: 46) != first)
+        let failed = first.filter { $0 != 200 }
+        #expect(failed.count >= 9 && failed.count <= 27, "\(failed.count) of 60 failed at a rate of 0.3")
+        #expect(Set(failed).isSubset(of: [429, 500, 503]) && !first.contains(0))
+        // The draws are the seed's generator's, one per request over the server.
+        var generator = SplitMix64(seed: 45)
+        let expected = (1...60).map { _ in generator.unit() < 0.3 }
+        #expect(first.map { $0 != 200 } == expected)
     }
 
     @Test("garbage instead of an HTTP/2 preface closes the connection")
