@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -56,6 +57,35 @@ struct ExactNumberRequestTests {
         let produced = try #require(try ActivityCommand(bytes: record.value).contentState)
         for (key, value) in try #require(sent.objectValue) {
             #expect(produced[key]?.serializedString() == value.serializedString(), "\(key)")
+        }
+    }
+
+    @Test("random numbers the parser accepts keep their value through the generated types' decoding and the command")
+    func randomized() throws {
+        var random = SplitMix64(seed: 0x45_07_0)
+        for _ in 0..<2_000 {
+            var members: [String] = []
+            for field in 0..<8 {
+                var number = "0"
+                // Drawn again until the parser accepts it (a third of the decimals have digits a double does not keep).
+                repeat {
+                    switch random.next() % 3 {
+                    case 0: number = String(Int64(bitPattern: random.next()) >> (random.next() % 64))
+                    case 1:
+                        let double = Double(bitPattern: random.next())
+                        number = double.isFinite ? "\(double)" : "0.5"
+                    default: number = "\(random.next() % 1_000_000).\(random.next() % 1_000_000_000_000)e\(Int(random.next() % 40) - 20)"
+                    }
+                } while (try? JSONValue.parse(number)) == nil
+                members.append(#""f\#(field)":\#(number)"#)
+            }
+            let state = "{" + members.joined(separator: ",") + "}"
+            let sent = try JSONValue.parse(state)
+            let body = try JSONDecoder().decode(Components.Schemas.UpdateRequest.self, from: Data(#"{"content_state":\#(state)}"#.utf8))
+            let made = try WorkerAPI.command(.update, activity: "m", idempotencyKey: nil, body: body, makeID: { "id" }).get()
+            for (key, value) in try #require(sent.objectValue) {
+                #expect(made.contentState?[key]?.numberValue == value.numberValue, "\(key) in \(state)")
+            }
         }
     }
 }
