@@ -47,12 +47,16 @@ struct BroadcastEndToEndTests {
         let exists = try channelsGet(channelID, configuration: configuration)
         #expect(exists.status == 0, "\(exists.standardError)")
 
-        // The registered device gets the start, naming the channel.
-        let start = try await stack.waitWithDiagnostics("the start to the device", workers: [worker]) {
+        // The registered device's token is an update token: the start
+        // reaches it as an update of the same state and alert, without the
+        // attributes and channel only a start to a push-to-start token names.
+        let started = try await stack.waitWithDiagnostics("the start's state on the device", workers: [worker]) {
             stack.pushesByToken()[device]?.first
         }
-        #expect(start.event == "start")
-        #expect(start.aps["input-push-channel"] == .string(channelID))
+        #expect(started.event == "update")
+        #expect(started.contentState == ["teamOneScore": 0, "teamTwoScore": 0, "period": "first_half"])
+        #expect(started.aps["alert"]?["title"] == "Owls v Hawks")
+        #expect(started.aps["input-push-channel"] == nil && started.aps["attributes"] == nil)
 
         // An update: one broadcast to the channel, besides the device's own push.
         try await stack.produce("livedispatch.commands", key: Self.activity, #"{"activity_id": "\#(Self.activity)", "content_state": {"teamOneScore": 1}}"#)
@@ -65,7 +69,7 @@ struct BroadcastEndToEndTests {
         #expect(update.headers["apns-topic"] == nil)
         #expect(update.headers[":path"] == "/4/broadcasts/apps/\(WorkerStack.bundleID)")
         _ = try await stack.waitWithDiagnostics("the update to the device", workers: [worker]) {
-            stack.pushesByToken()[device]?.contains { $0.event == "update" } == true ? true : nil
+            stack.pushesByToken()[device]?.contains { $0.event == "update" && $0.contentState["teamOneScore"] == 1 } == true ? true : nil
         }
 
         // The end, dismissed a few seconds later: broadcast once, then the channel is deleted.
@@ -85,6 +89,7 @@ struct BroadcastEndToEndTests {
         }
         let broadcasts = stack.pushes().filter { $0.value["channel"]?.stringValue == channelID }
         #expect(broadcasts.map(\.event) == ["update", "end"], "each version reached the channel once")
+        #expect(stack.pushesByToken()[device]?.map(\.event) == ["update", "update", "end"], "the device: the start as an update, the update, the end")
         #expect(try await stack.deadLetters().isEmpty)
         #expect(try await worker.stop() == 0)
     }

@@ -36,7 +36,8 @@ struct TracingEndToEndTests {
         let traceID = "0af7651916cd43dd8448eb211c80319c"
         let spans = try await stack.waitWithDiagnostics("the trace's spans down to both APNs answers", workers: [worker]) { () -> [OTLPReceiver.Span]? in
             let spans = try receiver.spans().filter { $0.trace_id == traceID }
-            let answers = spans.filter { $0.name == "APNs start" }
+            // The kick-off is a start version; to these update tokens it is sent as an update.
+            let answers = spans.filter { $0.name == "APNs update" }
             return answers.count == tokens.count && spans.contains { $0.name == "push start" } && spans.contains { $0.name == "write snapshot" } ? spans : nil
         }
         func one(_ name: String) throws -> OTLPReceiver.Span {
@@ -71,7 +72,8 @@ struct TracingEndToEndTests {
         #expect(held.end <= push.start)
         // The APNs answer of each token, under the push.
         let recorded = Set(stack.pushes().compactMap { $0.headers["apns-id"] })
-        for answer in spans.filter({ $0.name == "APNs start" }) {
+        #expect(!spans.contains { $0.name == "APNs start" }, "an update token is never sent a start")
+        for answer in spans.filter({ $0.name == "APNs update" }) {
             #expect(answer.parent_span_id == push.span_id)
             #expect(answer.kind == "client")
             #expect(answer.status.code == "ok")

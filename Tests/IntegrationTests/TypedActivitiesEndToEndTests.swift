@@ -25,7 +25,11 @@ struct TypedActivitiesEndToEndTests {
              "content_state": {"teamOneScore": 0, "teamTwoScore": 0, "period": "first_half"}}
             """#)
         #expect(start.status == 202, "\(start)")
-        _ = try await stack.waitWithDiagnostics("the start on the device", workers: [worker]) { stack.pushesByToken()[device]?.first }
+        // The device's token is an update token: the start reaches it as an update.
+        let started = try await stack.waitWithDiagnostics("the start's state on the device", workers: [worker]) { stack.pushesByToken()[device]?.first }
+        #expect(started.event == "update")
+        #expect(started.contentState == ["teamOneScore": 0, "teamTwoScore": 0, "period": "first_half"])
+        #expect(started.aps["alert"]?["title"] == "Kick-off" && started.aps["attributes"] == nil)
 
         // Over HTTP: this worker owns the partition, so the update is checked merged into the state.
         let refused = try httpRequest("POST", port: port, "\(path)/update", headers: IngestAPITests.bearer, body: #"{"content_state": {"teamOneScroe": 1}}"#)
@@ -60,7 +64,7 @@ struct TypedActivitiesEndToEndTests {
             let received = stack.pushesByToken()[device] ?? []
             return received.count >= 2 ? received : nil
         }
-        #expect(pushes.map(\.event) == ["start", "update"])
+        #expect(pushes.map(\.event) == ["update", "update"])
         #expect(pushes[1].contentState == ["teamOneScore": 1, "teamTwoScore": 0, "period": "first_half", "minute": 12])
         #expect(try await worker.stop() == 0)
         #expect(stack.pushesByToken()[device]?.count == 2, "nothing else was sent")
