@@ -26,33 +26,39 @@ struct WorkerEndToEndTests {
         try await stack.register(tokens[1], for: "match-e1")
         try await stack.register(tokens[2], for: "match-e1", environment: "sandbox")
         try await stack.produce("sports.scores", key: "e1", #"{"type": "kickoff", "match_id": "e1", "home_team": "Owls", "away_team": "Hawks"}"#)
-        let received = try await stack.waitWithDiagnostics("a start push to every token", workers: [worker]) {
+        let received = try await stack.waitWithDiagnostics("the kick-off pushed to every token", workers: [worker]) {
             let byToken = stack.pushesByToken()
             return tokens.allSatisfy { byToken[$0]?.isEmpty == false } ? byToken : nil
         }
         for pushToken in tokens {
-            let start = try #require(received[pushToken]?.first)
-            #expect(start.event == "start")
-            #expect(start.aps["attributes-type"] == "SportsActivityAttributes")
-            #expect(start.aps["attributes"]?["teamOneName"] == "Owls")
-            #expect(start.headers["apns-push-type"] == "liveactivity")
-            #expect(start.headers["apns-topic"] == "com.example.livedispatch.push-type.liveactivity")
-            #expect(start.headers["apns-priority"] == "10")
-            #expect(start.headers[":path"] == "/3/device/\(pushToken)")
-            let apnsID = try #require(start.headers["apns-id"])
+            // An update token belongs to an activity already on its device:
+            // the kick-off's start reaches it as an update of the same state
+            // and alert, without what only a start carries.
+            let kickoff = try #require(received[pushToken]?.first)
+            #expect(kickoff.event == "update")
+            #expect(kickoff.contentState == ["teamOneScore": 0, "teamTwoScore": 0, "period": "first_half", "minute": 0])
+            #expect(kickoff.aps["alert"]?["title"] == "Kick-off!")
+            #expect(kickoff.aps["attributes-type"] == nil && kickoff.aps["attributes"] == nil && kickoff.aps["input-push-token"] == nil)
+            #expect(kickoff.headers["apns-push-type"] == "liveactivity")
+            #expect(kickoff.headers["apns-topic"] == "com.example.livedispatch.push-type.liveactivity")
+            #expect(kickoff.headers["apns-priority"] == "10")
+            #expect(kickoff.headers[":path"] == "/3/device/\(pushToken)")
+            let apnsID = try #require(kickoff.headers["apns-id"])
             #expect(apnsID == apnsID.lowercased() && UUID(uuidString: apnsID) != nil)
-            #expect(Int(start.headers["apns-expiration"] ?? "") ?? 0 > 0)
+            #expect(Int(kickoff.headers["apns-expiration"] ?? "") ?? 0 > 0)
         }
         try await stack.produce("sports.scores", key: "e1", goal("e1", home: 1, away: 0, minute: 23))
-        let updates = try await stack.waitWithDiagnostics("an update push to every token", workers: [worker]) {
+        let updates = try await stack.waitWithDiagnostics("the goal's update push to every token", workers: [worker]) {
             let byToken = stack.pushesByToken()
-            return tokens.allSatisfy { (byToken[$0] ?? []).contains { $0.event == "update" } } ? byToken : nil
+            return tokens.allSatisfy { (byToken[$0] ?? []).contains { $0.contentState["teamOneScore"] == 1 } } ? byToken : nil
         }
         for pushToken in tokens {
+            #expect(updates[pushToken]?.map(\.event) == ["update", "update"], "\(pushToken.prefix(8))")
             let update = try #require(updates[pushToken]?.last)
             #expect(update.contentState == ["teamOneScore": 1, "teamTwoScore": 0, "period": "first_half", "minute": 23, "lastScorer": "Ada"])
             #expect(update.aps["alert"]?["title"] == "Goal for Owls!")
         }
+        #expect(!stack.pushes().contains { $0.event == "start" }, "an update token is never sent a start")
         #expect(try await worker.stop() == 0)
     }
 
