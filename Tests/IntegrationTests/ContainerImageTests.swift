@@ -65,6 +65,7 @@ struct ContainerImageTests {
         for fan in RealBrokerEndToEndTests.fanPushToStartTokens {
             #expect(byToken[fan]?.map(\.event) == ["start"], "\(fan.prefix(8)): \(byToken[fan]?.map(\.event) ?? [])")
         }
+        RealBrokerEndToEndTests.expectNoStartToUpdateTokens(byToken)
         #expect(byToken[RealBrokerEndToEndTests.deliveryToken]?.last?.contentState["status"] == "delivered")
         #expect(!worker.errors.contains { $0.contains("setsockopt") }, "\(worker.errors.filter { $0.contains("setsockopt") }.prefix(3))")
 

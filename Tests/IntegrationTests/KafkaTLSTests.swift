@@ -32,6 +32,7 @@ struct KafkaTLSTests {
             let byToken = RealBrokerStack.pushesByToken(record)
             return tokens.allSatisfy { byToken[$0]?.last?.event == "end" } ? true : nil
         }
+        RealBrokerEndToEndTests.expectNoStartToUpdateTokens(RealBrokerStack.pushesByToken(record))
         #expect(try await waitUntilReady(port: adminPort, timeout: .seconds(30)).ready == 200)
         #expect(try await worker.stop() == 0, "\(worker.standardErrorLines.suffix(8))")
     }

@@ -58,8 +58,12 @@ struct RealBrokerEndToEndTests {
             #expect(end.contentState["period"] == "full_time")
         }
         #expect(byToken[Self.deliveryToken]?.last?.contentState["status"] == "delivered")
-        // The device that joined at half time never got the kick-off's start push.
-        #expect(byToken[Self.owlTokens[3]]?.contains { $0.event == "start" } == false)
+        // The owl devices hold update tokens: the kick-off's start reached
+        // those registered before it as an update, carrying its alert.
+        for device in Self.owlTokens.prefix(3) {
+            #expect(byToken[device]?.contains { $0.event == "update" && $0.aps["alert"]?["title"] == "Kick-off!" } == true, "\(device.prefix(8))")
+        }
+        Self.expectNoStartToUpdateTokens(byToken)
 
         let metrics = try #require(try adminGet(port: adminPort, "/metrics")).body
         let served = Set(metrics.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
@@ -72,6 +76,14 @@ struct RealBrokerEndToEndTests {
         let missing = names.filter { !served.contains($0) }
         #expect(missing.isEmpty, "used by deploy/ but not served by a worker after the replay: \(missing)")
         #expect(try await worker.stop() == 0)
+    }
+
+    /// Only the fans' push-to-start tokens were sent a `start`: every other
+    /// token of the replay is an update token.
+    static func expectNoStartToUpdateTokens(_ byToken: [String: [RecordedLine]]) {
+        for (device, pushes) in byToken where !fanPushToStartTokens.contains(device) {
+            #expect(!pushes.contains { $0.event == "start" }, "update token \(device.prefix(8)) was sent a start")
+        }
     }
 
     @Test("a restarted worker restores tokens and state from the compacted topics and continues merging")
