@@ -146,10 +146,10 @@ extension Components {
                 self.body = body
             }
         }
-        internal struct TypeMismatch: Sendable, Hashable {
-            /// - Remark: Generated from `#/components/responses/TypeMismatch/content`.
+        internal struct CommandRefused: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/CommandRefused/content`.
             internal enum Body: Sendable, Hashable {
-                /// - Remark: Generated from `#/components/responses/TypeMismatch/content/application\/json`.
+                /// - Remark: Generated from `#/components/responses/CommandRefused/content/application\/json`.
                 case json(Components.Schemas._Error)
                 /// The associated value of the enum case if `self` is `.json`.
                 ///
@@ -165,12 +165,40 @@ extension Components {
                 }
             }
             /// Received HTTP response body
-            internal var body: Components.Responses.TypeMismatch.Body
-            /// Creates a new `TypeMismatch`.
+            internal var body: Components.Responses.CommandRefused.Body
+            /// Creates a new `CommandRefused`.
             ///
             /// - Parameters:
             ///   - body: Received HTTP response body
-            internal init(body: Components.Responses.TypeMismatch.Body) {
+            internal init(body: Components.Responses.CommandRefused.Body) {
+                self.body = body
+            }
+        }
+        internal struct NoActivity: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/NoActivity/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/NoActivity/content/application\/json`.
+                case json(Components.Schemas._Error)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Schemas._Error {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.NoActivity.Body
+            /// Creates a new `NoActivity`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            internal init(body: Components.Responses.NoActivity.Body) {
                 self.body = body
             }
         }
@@ -199,6 +227,34 @@ extension Components {
             /// - Parameters:
             ///   - body: Received HTTP response body
             internal init(body: Components.Responses.TooLarge.Body) {
+                self.body = body
+            }
+        }
+        internal struct CommandTooLarge: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/CommandTooLarge/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/CommandTooLarge/content/application\/json`.
+                case json(Components.Schemas._Error)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Schemas._Error {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.CommandTooLarge.Body
+            /// Creates a new `CommandTooLarge`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            internal init(body: Components.Responses.CommandTooLarge.Body) {
                 self.body = body
             }
         }

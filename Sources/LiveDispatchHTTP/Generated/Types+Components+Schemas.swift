@@ -1740,7 +1740,7 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/Error`.
         internal struct _Error: Codable, Hashable, Sendable {
-            /// A stable code, e.g. invalid-request, unauthorized, forbidden, too-large, rate-limited, unavailable.
+            /// A stable code, e.g. invalid-request, invalid-json, unauthorized, forbidden, not-found, no-activity, too-large, payload-too-large, content-state-mismatch, app-mismatch, undeclared-type, rate-limited, busy, unavailable.
             ///
             /// - Remark: Generated from `#/components/schemas/Error/error`.
             internal var error: Swift.String
@@ -1751,7 +1751,7 @@ extension Components {
             /// Creates a new `_Error`.
             ///
             /// - Parameters:
-            ///   - error: A stable code, e.g. invalid-request, unauthorized, forbidden, too-large, rate-limited, unavailable.
+            ///   - error: A stable code, e.g. invalid-request, invalid-json, unauthorized, forbidden, not-found, no-activity, too-large, payload-too-large, content-state-mismatch, app-mismatch, undeclared-type, rate-limited, busy, unavailable.
             ///   - message:
             ///   - problems:
             internal init(

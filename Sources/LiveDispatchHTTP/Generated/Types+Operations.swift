@@ -97,7 +97,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/start/post(startActivity)/responses/400`.
             ///
@@ -166,17 +166,17 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over `http.max_body_bytes`.
+            /// The body is over `http.max_body_bytes` (`too-large`), or the push the command makes is over APNs' limit (`payload-too-large`, with its size), merged into the activity's state and the commands accepted for it in the last 5 seconds when this worker owns its partition; nothing was sent.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/start/post(startActivity)/responses/413`.
             ///
             /// HTTP response code: `413 contentTooLarge`.
-            case contentTooLarge(Components.Responses.TooLarge)
+            case contentTooLarge(Components.Responses.CommandTooLarge)
             /// The associated value of the enum case if `self` is `.contentTooLarge`.
             ///
             /// - Throws: An error if `self` is not `.contentTooLarge`.
             /// - SeeAlso: `.contentTooLarge`.
-            internal var contentTooLarge: Components.Responses.TooLarge {
+            internal var contentTooLarge: Components.Responses.CommandTooLarge {
                 get throws {
                     switch self {
                     case let .contentTooLarge(response):
@@ -189,17 +189,17 @@ internal enum Operations {
                     }
                 }
             }
-            /// The command does not fit its activity's type (`content-state-mismatch`, `attributes-mismatch`); `problems` points at the first field that does not, and nothing was sent.
+            /// The command does not fit its activity's type (`content-state-mismatch`, `attributes-mismatch`; `problems` points at each field that does not, the first 20), or names another `app` than its activity's (`app-mismatch`, `problems` points at `/app`); nothing was sent.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/start/post(startActivity)/responses/422`.
             ///
             /// HTTP response code: `422 unprocessableContent`.
-            case unprocessableContent(Components.Responses.TypeMismatch)
+            case unprocessableContent(Components.Responses.CommandRefused)
             /// The associated value of the enum case if `self` is `.unprocessableContent`.
             ///
             /// - Throws: An error if `self` is not `.unprocessableContent`.
             /// - SeeAlso: `.unprocessableContent`.
-            internal var unprocessableContent: Components.Responses.TypeMismatch {
+            internal var unprocessableContent: Components.Responses.CommandRefused {
                 get throws {
                     switch self {
                     case let .unprocessableContent(response):
@@ -381,7 +381,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/update/post(updateActivity)/responses/400`.
             ///
@@ -450,17 +450,17 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over `http.max_body_bytes`.
+            /// The body is over `http.max_body_bytes` (`too-large`), or the push the command makes is over APNs' limit (`payload-too-large`, with its size), merged into the activity's state and the commands accepted for it in the last 5 seconds when this worker owns its partition; nothing was sent.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/update/post(updateActivity)/responses/413`.
             ///
             /// HTTP response code: `413 contentTooLarge`.
-            case contentTooLarge(Components.Responses.TooLarge)
+            case contentTooLarge(Components.Responses.CommandTooLarge)
             /// The associated value of the enum case if `self` is `.contentTooLarge`.
             ///
             /// - Throws: An error if `self` is not `.contentTooLarge`.
             /// - SeeAlso: `.contentTooLarge`.
-            internal var contentTooLarge: Components.Responses.TooLarge {
+            internal var contentTooLarge: Components.Responses.CommandTooLarge {
                 get throws {
                     switch self {
                     case let .contentTooLarge(response):
@@ -473,17 +473,17 @@ internal enum Operations {
                     }
                 }
             }
-            /// The command does not fit its activity's type (`content-state-mismatch`, `attributes-mismatch`); `problems` points at the first field that does not, and nothing was sent.
+            /// The command does not fit its activity's type (`content-state-mismatch`, `attributes-mismatch`; `problems` points at each field that does not, the first 20), or names another `app` than its activity's (`app-mismatch`, `problems` points at `/app`); nothing was sent.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/update/post(updateActivity)/responses/422`.
             ///
             /// HTTP response code: `422 unprocessableContent`.
-            case unprocessableContent(Components.Responses.TypeMismatch)
+            case unprocessableContent(Components.Responses.CommandRefused)
             /// The associated value of the enum case if `self` is `.unprocessableContent`.
             ///
             /// - Throws: An error if `self` is not `.unprocessableContent`.
             /// - SeeAlso: `.unprocessableContent`.
-            internal var unprocessableContent: Components.Responses.TypeMismatch {
+            internal var unprocessableContent: Components.Responses.CommandRefused {
                 get throws {
                     switch self {
                     case let .unprocessableContent(response):
@@ -665,7 +665,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/end/post(endActivity)/responses/400`.
             ///
@@ -734,17 +734,40 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over `http.max_body_bytes`.
+            /// An end of an activity that has no state (`no-activity`), answered by a worker that owns the activity's partition, has read it to its end and accepted no command for it in the last 5 seconds; nothing was sent. `problems` points at the activity id (`#/parameters/activity_id`, on the Braze route `/activity_id`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/end/post(endActivity)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NoActivity)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            internal var notFound: Components.Responses.NoActivity {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is over `http.max_body_bytes` (`too-large`), or the push the command makes is over APNs' limit (`payload-too-large`, with its size), merged into the activity's state and the commands accepted for it in the last 5 seconds when this worker owns its partition; nothing was sent.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/end/post(endActivity)/responses/413`.
             ///
             /// HTTP response code: `413 contentTooLarge`.
-            case contentTooLarge(Components.Responses.TooLarge)
+            case contentTooLarge(Components.Responses.CommandTooLarge)
             /// The associated value of the enum case if `self` is `.contentTooLarge`.
             ///
             /// - Throws: An error if `self` is not `.contentTooLarge`.
             /// - SeeAlso: `.contentTooLarge`.
-            internal var contentTooLarge: Components.Responses.TooLarge {
+            internal var contentTooLarge: Components.Responses.CommandTooLarge {
                 get throws {
                     switch self {
                     case let .contentTooLarge(response):
@@ -757,17 +780,17 @@ internal enum Operations {
                     }
                 }
             }
-            /// The command does not fit its activity's type (`content-state-mismatch`, `attributes-mismatch`); `problems` points at the first field that does not, and nothing was sent.
+            /// The command does not fit its activity's type (`content-state-mismatch`, `attributes-mismatch`; `problems` points at each field that does not, the first 20), or names another `app` than its activity's (`app-mismatch`, `problems` points at `/app`); nothing was sent.
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/end/post(endActivity)/responses/422`.
             ///
             /// HTTP response code: `422 unprocessableContent`.
-            case unprocessableContent(Components.Responses.TypeMismatch)
+            case unprocessableContent(Components.Responses.CommandRefused)
             /// The associated value of the enum case if `self` is `.unprocessableContent`.
             ///
             /// - Throws: An error if `self` is not `.unprocessableContent`.
             /// - SeeAlso: `.unprocessableContent`.
-            internal var unprocessableContent: Components.Responses.TypeMismatch {
+            internal var unprocessableContent: Components.Responses.CommandRefused {
                 get throws {
                     switch self {
                     case let .unprocessableContent(response):
@@ -919,7 +942,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(registerToken)/responses/400`.
             ///
@@ -988,7 +1011,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over `http.max_body_bytes`.
+            /// The body is over `http.max_body_bytes` (`too-large`).
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(registerToken)/responses/413`.
             ///
@@ -1006,6 +1029,57 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            internal struct UnprocessableContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/tokens/POST/responses/422/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/tokens/POST/responses/422/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.RegisterToken.Output.UnprocessableContent.Body
+                /// Creates a new `UnprocessableContent`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.RegisterToken.Output.UnprocessableContent.Body) {
+                    self.body = body
+                }
+            }
+            /// The push-to-start token's `attributes_type` is not a declared activity type, when types are declared (`undeclared-type`; `problems` points at `/attributes_type`, the message names the declared types and the nearest); nothing was registered.
+            ///
+            /// - Remark: Generated from `#/paths//v1/tokens/post(registerToken)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Operations.RegisterToken.Output.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Operations.RegisterToken.Output.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
                             response: self
                         )
                     }
@@ -1214,7 +1288,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/{token}/delete(unregisterToken)/responses/400`.
             ///
@@ -1283,7 +1357,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over `http.max_body_bytes`.
+            /// The body is over `http.max_body_bytes` (`too-large`).
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/{token}/delete(unregisterToken)/responses/413`.
             ///
@@ -1498,7 +1572,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/activities/get(listActivities)/responses/400`.
             ///
@@ -1769,7 +1843,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/get(getActivity)/responses/400`.
             ///
@@ -2099,7 +2173,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/activities/{activity_id}/tokens/get(listActivityTokens)/responses/400`.
             ///
@@ -2379,7 +2453,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/audiences/{audience}/get(getAudience)/responses/400`.
             ///
@@ -2691,7 +2765,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/channels/get(listChannels)/responses/400`.
             ///
@@ -2957,7 +3031,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/dead-letters/get(listDeadLetters)/responses/400`.
             ///
@@ -3213,7 +3287,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/400`.
             ///
@@ -3361,7 +3435,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// The dead letter cannot be replayed (no original record, a cut one, one for a topic the worker does not replay to, a token no longer registered, a start or a channel); `message` says why and what to do instead.
+            /// The dead letter cannot be replayed; `message` says why and what to do instead. `no-original` (it keeps no original record), `truncated` (its original was cut), `topic-not-replayable` (its original is for a topic the worker does not replay to), `token-not-registered` (a push failure's token is no longer on `token-store`), `not-replayable` (a start to a push-to-start token, a channel's failure, a state over APNs' limit).
             ///
             /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/409`.
             ///
@@ -3384,7 +3458,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over `http.max_body_bytes`.
+            /// The body is over `http.max_body_bytes` (`too-large`).
             ///
             /// - Remark: Generated from `#/paths//v1/dead-letters/{id}/replay/post(replayDeadLetter)/responses/413`.
             ///
@@ -3580,7 +3654,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/rules/explain/post(explainRules)/responses/400`.
             ///
@@ -3649,7 +3723,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over `http.max_body_bytes`.
+            /// The body is over `http.max_body_bytes` (`too-large`).
             ///
             /// - Remark: Generated from `#/paths//v1/rules/explain/post(explainRules)/responses/413`.
             ///
@@ -3827,7 +3901,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The request is not valid; `problems` points at each bad field.
+            /// The request is not valid (`invalid-request`; `problems` points at each bad field, among them a number that cannot be carried exactly), or its body is not JSON (`invalid-json`).
             ///
             /// - Remark: Generated from `#/paths//v1/rules/diff/post(diffRules)/responses/400`.
             ///
@@ -3896,7 +3970,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over `http.max_body_bytes`.
+            /// The body is over `http.max_body_bytes` (`too-large`).
             ///
             /// - Remark: Generated from `#/paths//v1/rules/diff/post(diffRules)/responses/413`.
             ///
@@ -4147,7 +4221,30 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over `http.max_body_bytes`, or the push it makes is over APNs' limit.
+            /// An end of an activity that has no state (`no-activity`), answered by a worker that owns the activity's partition, has read it to its end and accepted no command for it in the last 5 seconds; nothing was sent. `problems` points at the activity id (`#/parameters/activity_id`, on the Braze route `/activity_id`).
+            ///
+            /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NoActivity)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            internal var notFound: Components.Responses.NoActivity {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is over `http.max_body_bytes`, or the push it makes is over APNs' limit, merged into the activity's state and the commands accepted for it in the last 5 seconds when this worker owns its partition.
             ///
             /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)/responses/413`.
             ///
@@ -4170,7 +4267,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The command does not fit its activity type's declared schema.
+            /// The command does not fit its activity type's declared schema, or names another app (`app_id`) than its activity's.
             ///
             /// - Remark: Generated from `#/paths//messages/live_activity/update/post(brazeUpdateLiveActivity)/responses/422`.
             ///
@@ -4421,7 +4518,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over `http.max_body_bytes`, or the push it makes is over APNs' limit.
+            /// The body is over `http.max_body_bytes`, or the push it makes is over APNs' limit, merged into the activity's state and the commands accepted for it in the last 5 seconds when this worker owns its partition.
             ///
             /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)/responses/413`.
             ///
@@ -4444,7 +4541,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The command does not fit its activity type's declared schema.
+            /// The command does not fit its activity type's declared schema, or names another app (`app_id`) than its activity's.
             ///
             /// - Remark: Generated from `#/paths//messages/live_activity/start/post(brazeStartLiveActivity)/responses/422`.
             ///
