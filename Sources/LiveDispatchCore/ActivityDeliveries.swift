@@ -52,6 +52,9 @@ struct ActivityDeliveries: Sendable {
     private var deliveries: [ActivityID: Delivery] = [:]
     /// The newest completed pushes of each activity, written in its snapshots.
     private var pushHistory: [ActivityID: [PushSummary]] = [:]
+    /// Restored tokens registered after their activity's last snapshot, to
+    /// be sent its state once the restore's catch-up is over.
+    private var lateTokens: [ActivityID: [DeviceToken]] = [:]
 
     init(configuration: PartitionDispatcher.Configuration) {
         self.configuration = configuration
@@ -70,6 +73,7 @@ struct ActivityDeliveries: Sendable {
     /// Whether the activity has nothing in flight, queued, waiting for a
     /// retry or an acknowledgement, and no push not yet complete.
     func isIdle(_ activity: ActivityID) -> Bool {
+        guard lateTokens[activity] == nil else { return false }
         guard let delivery = deliveries[activity] else { return true }
         return delivery.fanOut.isIdle && delivery.flushes.isEmpty && delivery.pendingAcks == 0
     }
@@ -116,16 +120,36 @@ struct ActivityDeliveries: Sendable {
     }
 
     /// Gives each activity with restored tokens its fan-out, holding the
-    /// activity's restored state: nothing is sent until it changes.
+    /// activity's restored state: nothing is sent until it changes. A token
+    /// registered at or after the snapshot's last push completed may have
+    /// missed its catch-up send before the restart: it is remembered, and
+    /// ``resendLate(now:)`` sends it the state once the new owner's own
+    /// catch-up is over (so a token registered after an end still gets it).
     mutating func installRestored(_ coalescer: Coalescer) {
         for (activity, tokens) in registrations {
             let state = coalescer.state(of: activity)
             var delivery = delivery(activity, version: state?.version ?? 0)
             if let state, state.version > 0 {
                 delivery.fanOut.restoreLatest(PartitionDispatcher.restoredPush(state, configuration: configuration))
+                if let completedAt = pushHistory[activity]?.last?.completedAt {
+                    let late = zip(tokens.tokens, tokens.values).compactMap { token, registered in
+                        (registered.registeredAt.map { $0 >= completedAt } ?? false) ? token : nil
+                    }
+                    if !late.isEmpty { lateTokens[activity] = late }
+                }
             }
             delivery.fanOut.restoreTokens(tokens.tokens)
             deliveries[activity] = delivery
+        }
+    }
+
+    /// Sends the tokens ``installRestored(_:)`` found registered late the
+    /// activity's current state: the fan-outs' actions, by activity.
+    mutating func resendLate(now: UnixTime) -> [(activity: ActivityID, actions: [FanOut.Action])] {
+        let late = lateTokens.sorted { $0.key < $1.key }
+        lateTokens = [:]
+        return late.map { activity, tokens in
+            (activity, tokens.flatMap { deliveries[activity]?.fanOut.resend($0, now: now) ?? [] })
         }
     }
 

@@ -199,6 +199,30 @@ public struct FanOut: Sendable {
         return actions
     }
 
+    /// Sends a token it has the latest version again (a registration
+    /// repeated, a dead letter replayed, a token registered after the last
+    /// snapshot), unless a send to it is under way.
+    public mutating func resend(_ token: DeviceToken, now: UnixTime) -> [Action] {
+        guard let slot = tokens.slot(of: token), let latest else { return [] }
+        return resend(slot: slot, latest.version)
+    }
+
+    /// Queues the token at `slot` for `version` again, when nothing is in
+    /// flight, queued or waiting for a retry to it.
+    private mutating func resend(slot: Int, _ version: UInt64) -> [Action] {
+        var state = tokens[slot: slot]
+        guard state.inFlightVersion == 0, !state.queued, !state.retrying, version > 0 else { return [] }
+        decrement(state.done)
+        state.done = min(state.done, version - 1)
+        doneCounts[state.done, default: 0] += 1
+        tokens[slot: slot] = state
+        enqueue(slot)
+        var actions: [Action] = []
+        pump(into: &actions)
+        reportCompletion(into: &actions)
+        return actions
+    }
+
     /// Removes a token (unregistered or expired). Its send in flight, if any,
     /// is ignored when it completes; a token re-added meanwhile may have two
     /// sends in flight, the older carrying an older `aps.timestamp`, which
@@ -406,11 +430,17 @@ public struct FanOut: Sendable {
         }
     }
 
+    /// Reports the version every token has reached when it rises. A token
+    /// that joins behind (sent the latest when it registers, or again)
+    /// lowers it without a report: the latest is complete again only once
+    /// that token has it too.
     private mutating func reportCompletion(into actions: inout [Action]) {
         let through = doneCounts.keys.min() ?? (latest?.version ?? reportedThrough)
         if through > reportedThrough {
             reportedThrough = through
             actions.append(.completed(through: through))
+        } else if through < reportedThrough {
+            reportedThrough = through
         }
     }
 }

@@ -38,7 +38,7 @@ extension PartitionDispatcher {
         func registration(_ activity: ActivityID, _ token: DeviceToken, outcome: TokenOutcome?) -> TokenRegistration {
             TokenRegistration(
                 activityID: activity, token: token, environment: environment, expiresAt: expiresAt, registeredAt: registeredAt,
-                lastOutcome: outcome)
+                lastOutcome: outcome, app: app)
         }
     }
 

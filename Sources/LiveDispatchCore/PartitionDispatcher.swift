@@ -122,10 +122,10 @@ public struct PartitionDispatcher: Sendable {
     public mutating func finishRestore(now: UnixTime) -> [Action] {
         guard let (states, early) = restore.finish(now: now, catchUpLimit: configuration.catchUpLimit) else { return [] }
         for snapshot in states { coalescer.restore(snapshot) }
+        var actions: [Action] = []
         activities.installRestored(coalescer)
         installRestoredChannels(now: now)
         nextSweep = now + configuration.sweepInterval
-        var actions: [Action] = []
         for (topic, record) in early {
             switch topic {
             case .commands: actions += command(record, now: now)
@@ -134,7 +134,14 @@ public struct PartitionDispatcher: Sendable {
             case .state, .tokenStore, .deadLetters, .channels, .outcomes: break
             }
         }
-        return actions
+        return actions + resendLateTokens(now: now)
+    }
+
+    /// Once no catch-up holds pushes: the restored tokens registered after
+    /// their activity's last snapshot are sent its state.
+    private mutating func resendLateTokens(now: UnixTime) -> [Action] {
+        guard !restore.isCatchingUp else { return [] }
+        return activities.resendLate(now: now).flatMap { perform($0.actions, for: .activity($0.activity), now: now) }
     }
 
     /// The push a restored state stands for: what its tokens already hold.
@@ -176,7 +183,7 @@ public struct PartitionDispatcher: Sendable {
         let merged = held.map { flush in
             coalescer.flushNow(flush.push.activityID, now: now).map { .merged(flush, $0) } ?? flush
         }
-        return publish(merged, now: now)
+        return publish(merged, now: now) + resendLateTokens(now: now)
     }
 
     private mutating func applyCommand(_ record: Record, now: UnixTime) -> [Action] {
@@ -319,7 +326,14 @@ public struct PartitionDispatcher: Sendable {
         let parse = { (bytes: [UInt8]) throws(FieldError) in try TokenRecord(bytes: bytes, apps: apps) }
         switch accept(.tokens, record, what: "token registration", now: now, parse: parse, key: keyOf) {
         case .ready(.update(let value)): registration = value
-        case .ready(.pushToStart(let value)): return pushToStartRecord(value, offset: record.offset, now: now)
+        case .ready(.pushToStart(let value)):
+            // A push-to-start token of a type the rules do not declare would never be started.
+            if value.action == .register, let problem = coalescer.types.undeclaredProblem(value.attributesType) {
+                return deadLetterRecord(
+                    .tokens, record, reason: .attributesMismatch, message: "push-to-start registration at offset \(record.offset): \(problem)",
+                    activityID: nil, details: ["path": .string(problem.field), "problem": .string(problem.message)], now: now)
+            }
+            return pushToStartRecord(value, offset: record.offset, now: now)
         case .handled(let actions): return actions
         }
         let activity = registration.activityID
@@ -463,6 +477,7 @@ public struct PartitionDispatcher: Sendable {
     mutating func drop(_ activity: ActivityID, state: DroppedState) -> [Action] {
         var actions: [Action] = []
         let held = coalescer.remove(activity)
+        restore.forget(activity)
         let (tokens, deliveryOffsets) = activities.expire(activity)
         switch state {
         case .keep: break

@@ -96,6 +96,12 @@ struct PartitionRestore: Sendable {
         return catchUp.pushed[activity]
     }
 
+    /// The activity was dropped: its restored snapshot no longer stands for
+    /// what its tokens hold.
+    mutating func forget(_ activity: ActivityID) {
+        catchUp?.pushed.removeValue(forKey: activity)
+    }
+
     /// Whether the catch-up holds a push of `activity`.
     func holds(_ activity: ActivityID) -> Bool {
         catchUp?.held[activity] != nil

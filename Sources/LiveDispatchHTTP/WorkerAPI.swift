@@ -197,8 +197,8 @@ struct WorkerAPI: APIProtocol {
             let pointer = inParameters ? "#/parameters/\(error.field)" : JSONPointer.make(error.field.split(separator: ".").map(String.init))
             return .invalid(.invalid("the request is not valid", problems: [.init(pointer: error.field.isEmpty ? "" : pointer, message: error.message)]))
         }
-        // Key: the activity id, or the audience key of a push-to-start token.
         if let refusal = Self.typeRefusal(record, types: rules().types, inParameters: inParameters) { return .refused(refusal) }
+        // Key: the activity id, or the audience key of a push-to-start token.
         if let failure = await send(topics.tokens, key: record.key, value: record.json) { return .unavailable(failure) }
         return switch record {
         case .update(let registration):
@@ -273,14 +273,14 @@ struct WorkerAPI: APIProtocol {
     /// (What only the merged state shows is still dead-lettered by the
     /// worker that holds it.)
     static func refusal(_ command: ActivityCommand, current: ActivityState?, types: ActivityTypes) -> APIError? {
-        let now = UnixTime(seconds: Date().timeIntervalSince1970)
         refusal(command, projection: .init(state: current, isWhole: current != nil, hasPending: false), types: types)
     }
 
     static func refusal(_ command: ActivityCommand, projection: AcceptedCommands.Projection, types: ActivityTypes) -> APIError? {
-        if let typeRefusal = types.refusal(of: command, current: current, now: now) {
+        let now = UnixTime(seconds: Date().timeIntervalSince1970)
         let current = projection.isWhole ? projection.state : nil
         if let appRefusal = appRefusal(command, current: projection.state) { return appRefusal }
+        if let typeRefusal = types.refusal(of: command, current: current, now: now) {
             return APIError(
                 status: .unprocessableContent, code: typeRefusal.reason.rawValue,
                 message: "the \(command.event.rawValue) \(typeRefusal.message); nothing was sent",
