@@ -10,6 +10,19 @@ struct PayloadScannerTests {
         (try? JSONValue.parse(Array(text.utf8))).map(PayloadFacts.init)
     }
 
+    /// Whether the full parser refuses `bytes` only for a number it cannot
+    /// carry exactly: valid JSON it has no verdict on, as APNs takes it.
+    static func hasInexactNumber(_ bytes: [UInt8]) -> Bool {
+        do {
+            _ = try JSONValue.parse(bytes)
+            return false
+        } catch let error as JSONParseError {
+            return error.isInexactNumber
+        } catch {
+            return false
+        }
+    }
+
     static let corpus: [String] = [
         #"{"aps":{"event":"update","timestamp":1764000000,"content-state":{"a":[1,2.5,-3e2,true,false,null]}}}"#,
         #"{"aps":{"event":"end","timestamp":1.5e9,"dismissal-date":0}}"#,
@@ -57,7 +70,7 @@ struct PayloadScannerTests {
 
     @Test("agrees with the full JSON parser on valid and broken payloads")
     func agreesWithParser() {
-        for text in Self.corpus {
+        for text in Self.corpus where !Self.hasInexactNumber(Array(text.utf8)) {
             #expect(PayloadScanner.facts(of: Array(text.utf8)) == Self.reference(text), "\(text)")
         }
     }
@@ -78,6 +91,7 @@ struct PayloadScannerTests {
                 default: if !bytes.isEmpty { bytes[position] = byte }
                 }
             }
+            if Self.hasInexactNumber(bytes) { continue }
             let reference = (try? JSONValue.parse(bytes)).map(PayloadFacts.init)
             if PayloadScanner.facts(of: bytes) != reference, disagreements.count < 5 {
                 disagreements.append("round \(round): \(String(decoding: bytes, as: UTF8.self).debugDescription)")
