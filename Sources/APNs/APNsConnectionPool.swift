@@ -82,8 +82,6 @@ public final class APNsConnectionPool: Sendable {
         var attempts: [Int: Int] = [:]
         var nextAttempt = 0
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
-        /// Refreshes the gauges.
-        var gaugeTask: RepeatedTask?
         /// The one timer, armed at the machine's ``StateMachine/nextDeadline``.
         var armed: (at: Double, timer: Scheduled<Void>, number: UInt64)?
         var timersArmed: UInt64 = 0
@@ -149,16 +147,10 @@ public final class APNsConnectionPool: Sendable {
             sign: { issuedAt throws(APNsError) in try signingKey.providerToken(issuedAt: issuedAt) })
         self.state = Mutex(State(machine: machine))
 
-        update { $0.machine.start() }
         // Deadlines and idle pings wake the machine through one timer armed
-        // at its next deadline (see `rearm`), not a timer per request.
-        let refresh = max(0.02, min(configuration.requestTimeout / 10, 0.25))
-        let task = eventLoopGroup.any().scheduleRepeatedTask(
-            initialDelay: .milliseconds(Int64(refresh * 1000)), delay: .milliseconds(Int64(refresh * 1000))
-        ) { [weak self] _ in
-            self?.updateGauges()
-        }
-        state.withLock { $0.gaugeTask = task }
+        // at its next deadline (see `rearm`), not a timer per request; the
+        // gauges are recorded when they are read (``recordGauges()``).
+        update { $0.machine.start() }
     }
 
     /// Sends one push and classifies the answer. Waits while the pool is
@@ -248,8 +240,6 @@ public final class APNsConnectionPool: Sendable {
             if finished { continuation.resume() }
         }
         state.withLock { state in
-            state.gaugeTask?.cancel()
-            state.gaugeTask = nil
             state.isStopped = true
             state.armed?.timer.cancel()
             state.armed = nil
@@ -536,7 +526,10 @@ public final class APNsConnectionPool: Sendable {
         }
     }
 
-    private func updateGauges() {
+    /// Records `apns_streams_in_flight`, `apns_requests_queued` and
+    /// `apns_connections{state}` as they are now: called when metrics are
+    /// scraped, so nothing refreshes them in between.
+    public func recordGauges() {
         let (inFlight, queued, counts) = state.withLock {
             ($0.machine.inFlightCount, $0.machine.queuedCount + $0.machine.waitingCount, $0.machine.connectionCounts)
         }

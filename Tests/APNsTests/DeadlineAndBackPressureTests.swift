@@ -35,6 +35,26 @@ struct DeadlineAndBackPressureTests {
         try await server.close()
     }
 
+    @Test func theGaugesAreRecordedWhenAskedAsThePoolStandsThen() async throws {
+        let server = try SilentTLSServer()
+        let metrics = TestMetrics()
+        let pool = try makePool(server, maxQueued: 10, requestTimeout: 3, metrics: metrics)
+        let requests = try (0..<3).map { try testRequest(token: hexToken($0)) }
+        let sending = Task { await pool.send(requests) }
+        // One connection without a success carries one stream; the others queue.
+        #expect(await eventually { pool.statistics.inFlight == 1 && pool.statistics.queued == 2 })
+        pool.recordGauges()
+        #expect(try metrics.expectGauge("apns_streams_in_flight").lastValue == 1)
+        #expect(try metrics.expectGauge("apns_requests_queued").lastValue == 2)
+        #expect(try metrics.expectGauge("apns_connections", [("state", "ready")]).lastValue == 1)
+        await pool.shutdown()
+        _ = await sending.value
+        pool.recordGauges()
+        #expect(try metrics.expectGauge("apns_streams_in_flight").lastValue == 0)
+        #expect(try metrics.expectGauge("apns_requests_queued").lastValue == 0)
+        try await server.close()
+    }
+
     @Test func aRequestWithoutAnswerEndsAtItsDeadline() async throws {
         let server = try SilentTLSServer()
         let pool = try makePool(server, maxQueued: 10, requestTimeout: 1)

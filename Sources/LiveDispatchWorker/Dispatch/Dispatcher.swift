@@ -204,10 +204,6 @@ public final class Dispatcher: Service, Sendable {
             paused: gate.withLock { $0.isPaused })
     }
 
-    /// Sets `livedispatch_records_in_progress` to the records in progress
-    /// now, `livedispatch_sends_in_flight` to the sends in flight, and the
-    /// `process_*` series (CPU, memory, descriptors); called when metrics
-    /// are scraped, so the hot path never updates them.
     /// The state of `activity` held by this worker's partition that owns
     /// it, or nil when no restored partition of this worker holds it.
     public func activityState(_ activity: ActivityID) -> ActivityState? {
@@ -233,7 +229,13 @@ public final class Dispatcher: Service, Sendable {
         return runner.state(of: activity) == nil && !runner.isClosed
     }
 
+    /// Sets `livedispatch_records_in_progress` to the records in progress
+    /// now, `livedispatch_sends_in_flight` to the sends in flight, the
+    /// APNs pools' gauges and the `process_*` series (CPU, memory,
+    /// descriptors); called when metrics are scraped, so neither the hot
+    /// path nor a timer updates them.
     public func recordBacklog() {
+        sender.recordGauges()
         if let statistics = ProcessStatistics.current() { metrics.process(statistics) }
         metrics.backlog(outstandingTotal.load(ordering: .relaxed))
         let runners = table.withLock { Array($0.runners.values) }

@@ -116,6 +116,14 @@ public struct PushSender: Sendable {
         return SendResult(outcome: outcome, label: answer.label, misconfiguration: misconfiguration, status: status)
     }
 
+    /// Records each pool's gauges as they are now (``APNsConnectionPool/recordGauges()``).
+    func recordGauges() {
+        var seen: Set<ObjectIdentifier> = []
+        for route in routes.values where seen.insert(ObjectIdentifier(route.pool)).inserted {
+            route.pool.recordGauges()
+        }
+    }
+
     func shutdown() async {
         var seen: Set<ObjectIdentifier> = []
         for route in routes.values where seen.insert(ObjectIdentifier(route.pool)).inserted {
