@@ -158,8 +158,14 @@ struct ActivityDeliveries: Sendable {
     /// Registers an update token, keeping a failure its record names, and
     /// sends it the activity's current state: the record to store, and
     /// the fan-out's actions.
+    ///
+    /// A token it has already whose last push failed for good (its record
+    /// names the failure) is sent the current state again: the device
+    /// registered it anew, or its dead letter was replayed. While a new
+    /// owner catches up (`catchingUp`), that waits for ``resendLate(now:)``,
+    /// so no state older than the replay's reaches it.
     mutating func register(
-        _ registration: TokenRegistration, state: ActivityState?, now: UnixTime
+        _ registration: TokenRegistration, state: ActivityState?, now: UnixTime, catchingUp: Bool = false
     ) -> (stored: TokenRegistration, fanOut: [FanOut.Action]) {
         var registration = registration
         let activity = registration.activityID
@@ -168,6 +174,13 @@ struct ActivityDeliveries: Sendable {
         registration.lastOutcome = nil
         if case .failed(let outcome)? = registrations[activity]?[registration.token]?.recorded { registration.lastOutcome = outcome }
         registrations[activity, default: TokenTable()].insert(registration.token, RegisteredToken(registration))
+        if registration.lastOutcome != nil, deliveries[activity]?.fanOut.contains(registration.token) == true {
+            if catchingUp {
+                lateTokens[activity, default: []].append(registration.token)
+                return (registration, [])
+            }
+            return (registration, deliveries[activity]?.fanOut.resend(registration.token, now: now) ?? [])
+        }
         if deliveries[activity] == nil { deliveries[activity] = delivery(activity, version: state?.version ?? 0) }
         if deliveries[activity]?.fanOut.latest == nil, let state, state.version > 0 {
             deliveries[activity]?.fanOut.restoreLatest(PartitionDispatcher.restoredPush(state, configuration: configuration))

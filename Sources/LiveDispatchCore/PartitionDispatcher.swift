@@ -342,7 +342,7 @@ public struct PartitionDispatcher: Sendable {
         case .register where !registration.isExpired(at: now):
             // While catching up, a new token is taken to hold what was pushed, not the replay.
             let holds = restore.pushedState(of: activity, current: coalescer.state(of: activity))
-            let (record, fanOutActions) = activities.register(registration, state: holds, now: now)
+            let (record, fanOutActions) = activities.register(registration, state: holds, now: now, catchingUp: restore.isCatchingUp)
             let write = writes.produce(.tokenStore, key: record.storeKey, value: record.json.serialized(), then: stored)
             return [write] + perform(fanOutActions, for: .activity(activity), now: now)
         case .register, .unregister:
