@@ -168,21 +168,20 @@ public struct ActivityLifecycle: Sendable {
 
     /// A start for an ended activity whose state is still held.
     public mutating func restart(_ state: ActivityState, now: UnixTime) -> Restart {
-        let activity = state.activityID
-        switch phases[activity] {
-        case .ending(let ending)?:
+        if case .ending(let ending)? = phases[state.activityID] {
             return .refuse(
-                message: "activity \(activity) ended at \(ending.endedAt) and its end is still being delivered; send the start again once it has been (the end's outcome says when)")
-        case .ended(let ending)?:
-            return .begin(after: Marker(
-                endedAt: ending.endedAt, dismissedAt: now, version: state.version, timestamp: state.timestamp,
-                lastOffset: state.lastOffset, forgetAt: ending.endedAt + configuration.maxAge))
-        case .live?, .dismissed?, nil:
-            // Its state says it ended: treat it as ended and delivered.
-            return .begin(after: Marker(
-                endedAt: state.endedAt ?? now, dismissedAt: now, version: state.version, timestamp: state.timestamp,
-                lastOffset: state.lastOffset, forgetAt: (state.endedAt ?? now) + configuration.maxAge))
+                message: "activity \(state.activityID) ended at \(ending.endedAt) and its end is still being delivered; send the start again once it has been (the end's outcome says when)")
         }
+        // Ended (or a state that says so): its end was delivered.
+        return .begin(after: marker(of: state, dismissedAt: now))
+    }
+
+    /// What stays of `state` once dismissed at `now`.
+    private func marker(of state: ActivityState, dismissedAt now: UnixTime) -> Marker {
+        let endedAt = state.endedAt ?? now
+        return Marker(
+            endedAt: endedAt, dismissedAt: now, version: state.version, timestamp: state.timestamp, lastOffset: state.lastOffset,
+            forgetAt: endedAt + configuration.maxAge)
     }
 
     /// The coalescer took a command: `state` is the activity's state after it.
@@ -211,44 +210,33 @@ public struct ActivityLifecycle: Sendable {
 
     // MARK: Sweep
 
-    /// What is due at `now`. `isIdle` says whether an activity has nothing
-    /// held, in flight, waiting for a retry or for an acknowledgement: an
-    /// activity is dropped only then, so no version is abandoned half
-    /// delivered (the retry policy bounds how long that takes).
-    public mutating func sweep(now: UnixTime, isIdle: (ActivityID) -> Bool) -> [Step] {
+    /// What is due at `now`, by activity id. `isIdle` says whether an
+    /// activity has nothing held, in flight, waiting for a retry or for an
+    /// acknowledgement: an activity is dropped only then, so no version is
+    /// abandoned half delivered (the retry policy bounds how long that
+    /// takes). The owner performs each step and reports it
+    /// (``dismiss(_:now:)``, ``forget(_:)``).
+    public func due(now: UnixTime, isIdle: (ActivityID) -> Bool) -> [Step] {
         var steps: [Step] = []
         for (activity, phase) in phases {
             switch phase {
             case .live(let createdAt):
-                guard now >= createdAt + configuration.maxAge, isIdle(activity) else { continue }
-                steps.append(.expire(activity))
+                if now >= createdAt + configuration.maxAge, isIdle(activity) { steps.append(.expire(activity)) }
             case .ending:
                 continue
             case .ended(let ending):
-                guard now >= ending.dismissAt, isIdle(activity) else { continue }
-                steps.append(.dismiss(activity))
+                if now >= ending.dismissAt, isIdle(activity) { steps.append(.dismiss(activity)) }
             case .dismissed(let marker):
-                guard now >= marker.forgetAt else { continue }
-                steps.append(.forget(activity))
+                if now >= marker.forgetAt { steps.append(.forget(activity)) }
             }
         }
-        steps.sort { Self.activity(of: $0) < Self.activity(of: $1) }
-        for step in steps {
-            switch step {
-            case .expire(let activity), .forget(let activity): phases.removeValue(forKey: activity)
-            case .dismiss: break
-            }
-        }
-        return steps
+        return steps.sorted { Self.activity(of: $0) < Self.activity(of: $1) }
     }
 
     /// Dismisses the ended activity whose last state is `state`: the
     /// marker to write in place of its snapshot.
     public mutating func dismiss(_ state: ActivityState, now: UnixTime) -> Marker {
-        let endedAt = state.endedAt ?? now
-        let marker = Marker(
-            endedAt: endedAt, dismissedAt: now, version: state.version, timestamp: state.timestamp, lastOffset: state.lastOffset,
-            forgetAt: endedAt + configuration.maxAge)
+        let marker = marker(of: state, dismissedAt: now)
         phases[state.activityID] = .dismissed(marker)
         return marker
     }

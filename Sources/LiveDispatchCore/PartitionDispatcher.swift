@@ -80,26 +80,27 @@ public struct PartitionDispatcher: Sendable {
     /// A snapshot read back from `state`; a tombstone (nil) removes it.
     public mutating func restoreState(key: String, value: [UInt8]?) {
         guard let value else {
-            restore.removeState(key: key)
-            if let activity = try? ActivityID(key) {
-                lifecycle.forget(activity)
-                activities.forgetHistory(activity)
-                channels.forget(activity)
-            }
+            let activity = try? ActivityID(key)
+            if let activity { lifecycle.forget(activity) }
+            forgetRestored(key: key, activity)
             return
         }
         guard let json = try? FieldReader.parse(value), let snapshot = try? ActivityState(json: json) else { return }
         lifecycle.restore(snapshot)
-        // A dismissed activity's marker: its id stays ended, with no state.
-        guard snapshot.dismissedAt == nil else {
-            restore.removeState(key: key)
-            activities.forgetHistory(snapshot.activityID)
-            channels.forget(snapshot.activityID)
-            return
-        }
+        // A dismissed activity's marker: its id stays ended (the lifecycle
+        // has it), with no state, history or channel.
+        guard snapshot.dismissedAt == nil else { return forgetRestored(key: key, snapshot.activityID) }
         restore.restore(snapshot)
         activities.restoreHistory(snapshot.activityID, snapshot: json)
         channels.restore(snapshot.activityID, ActivityChannel.inSnapshot(json))
+    }
+
+    /// Drops what was restored of an activity's state so far.
+    private mutating func forgetRestored(key: String, _ activity: ActivityID?) {
+        restore.removeState(key: key)
+        guard let activity else { return }
+        activities.forgetHistory(activity)
+        channels.forget(activity)
     }
 
     /// A registration read back from `token-store`; a tombstone removes it.
@@ -421,13 +422,10 @@ public struct PartitionDispatcher: Sendable {
     /// `expires_at` (or with no activity state for `max_age`).
     public mutating func sweep(now: UnixTime) -> [Action] {
         var actions: [Action] = []
-        let quiet = { (activity: ActivityID) in self.isQuiet(activity) }
-        var lives = lifecycle
-        let steps = lives.sweep(now: now, isIdle: quiet)
-        lifecycle = lives
-        for step in steps {
+        for step in lifecycle.due(now: now, isIdle: isQuiet) {
             switch step {
             case .expire(let activity):
+                lifecycle.forget(activity)
                 actions.append(.observe(.activityExpired(activity, reason: ActivityLifecycle.ExpiryReason.maxAge.rawValue)))
                 actions += drop(activity, state: .tombstone)
             case .dismiss(let activity):
@@ -439,6 +437,7 @@ public struct PartitionDispatcher: Sendable {
                 actions.append(.observe(.activityExpired(activity, reason: ActivityLifecycle.ExpiryReason.dismissed.rawValue)))
                 actions += drop(activity, state: .write(ActivityState(marker: marker, of: activity, createdAt: state.createdAt)))
             case .forget(let activity):
+                lifecycle.forget(activity)
                 actions.append(writes.produce(.state, key: activity.rawValue, value: nil, then: .nothing))
             }
         }

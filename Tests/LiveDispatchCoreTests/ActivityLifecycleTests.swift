@@ -33,17 +33,18 @@ struct ActivityLifecycleTests {
         #expect(ending.version == 3)
         #expect(ending.dismissAt == time(t0 + 10))
         // Its dismissal date has passed, but the end has not reached every token.
-        #expect(lifecycle.sweep(now: time(t0 + 100), isIdle: { _ in true }).isEmpty)
+        #expect(lifecycle.due(now: time(t0 + 100), isIdle: { _ in true }).isEmpty)
         lifecycle.completed(match, through: 2)
-        #expect(lifecycle.sweep(now: time(t0 + 100), isIdle: { _ in true }).isEmpty, "an older version's completion is not the end's")
+        #expect(lifecycle.due(now: time(t0 + 100), isIdle: { _ in true }).isEmpty, "an older version's completion is not the end's")
         lifecycle.completed(match, through: 3)
-        #expect(lifecycle.sweep(now: time(t0 + 100), isIdle: { _ in false }).isEmpty, "a token registered since is still being sent the end")
-        #expect(lifecycle.sweep(now: time(t0 + 100), isIdle: { _ in true }) == [.dismiss(match)])
+        #expect(lifecycle.due(now: time(t0 + 100), isIdle: { _ in false }).isEmpty, "a token registered since is still being sent the end")
+        #expect(lifecycle.due(now: time(t0 + 100), isIdle: { _ in true }) == [.dismiss(match)])
         let marker = lifecycle.dismiss(state(endedAt: t0 + 10, dismissal: t0 + 10), now: time(t0 + 100))
         #expect(marker.forgetAt == time(t0 + 10 + 12 * 3600))
         #expect(lifecycle.markerCount == 1)
-        #expect(lifecycle.sweep(now: time(t0 + 10 + 12 * 3600 - 1), isIdle: { _ in true }).isEmpty)
-        #expect(lifecycle.sweep(now: time(t0 + 10 + 12 * 3600), isIdle: { _ in true }) == [.forget(match)])
+        #expect(lifecycle.due(now: time(t0 + 10 + 12 * 3600 - 1), isIdle: { _ in true }).isEmpty)
+        #expect(lifecycle.due(now: time(t0 + 10 + 12 * 3600), isIdle: { _ in true }) == [.forget(match)])
+        lifecycle.forget(match)
         #expect(lifecycle.phase(of: match) == nil)
     }
 
@@ -72,12 +73,12 @@ struct ActivityLifecycleTests {
     func maxAge() {
         var lifecycle = ActivityLifecycle(configuration: .init(maxAge: 100, endedRetention: 1_000))
         lifecycle.applied(state())
-        #expect(lifecycle.sweep(now: time(t0 + 100), isIdle: { _ in false }).isEmpty)
-        #expect(lifecycle.sweep(now: time(t0 + 100), isIdle: { _ in true }) == [.expire(match)])
+        #expect(lifecycle.due(now: time(t0 + 100), isIdle: { _ in false }).isEmpty)
+        #expect(lifecycle.due(now: time(t0 + 100), isIdle: { _ in true }) == [.expire(match)])
         lifecycle.applied(state(endedAt: t0 + 50))
         lifecycle.completed(match, through: 3)
-        #expect(lifecycle.sweep(now: time(t0 + 99), isIdle: { _ in true }).isEmpty)
-        #expect(lifecycle.sweep(now: time(t0 + 100), isIdle: { _ in true }) == [.dismiss(match)])
+        #expect(lifecycle.due(now: time(t0 + 99), isIdle: { _ in true }).isEmpty)
+        #expect(lifecycle.due(now: time(t0 + 100), isIdle: { _ in true }) == [.dismiss(match)])
     }
 
     @Test("a start for an ended activity: refused while its end is delivered, a new life once it is")
