@@ -11,13 +11,12 @@ extension WorkerAPI {
     func admit(_ command: ActivityCommand) async -> APIError? {
         let activity = command.activityID
         let current = currentState(activity)
+        let now = UnixTime(seconds: Date().timeIntervalSince1970)
         if command.event == .end, current == nil {
-            let now = UnixTime(seconds: Date().timeIntervalSince1970)
             let pending = accepted.withLock { $0.projection(of: activity, current: nil, now: now).hasPending }
             if !pending, await hasNoState(activity) { return Self.noStateRefusal(activity) }
         }
         let types = rules().types
-        let now = UnixTime(seconds: Date().timeIntervalSince1970)
         return accepted.withLock { machine in
             let projection = machine.projection(of: activity, current: current, now: now)
             if let refusal = Self.refusal(command, projection: projection, types: types) { return refusal }
