@@ -1,3 +1,5 @@
+import LiveDispatchCore
+
 /// A token of the expression language, with its offset (in Unicode
 /// scalars) inside the expression text.
 struct Token: Sendable, Hashable {
@@ -115,6 +117,11 @@ struct Lexer {
         }
         guard let value = Double(text), value.isFinite else {
             throw ExpressionError(message: "number \(text) is out of range", expected: "a finite number", offset: start)
+        }
+        // The JSON parser's rule: a number a double would round is refused, never rounded.
+        if case .failure(let error) = Result(catching: { () throws(JSONParseError) in try JSONValue.parse(text) }), error.isInexactNumber {
+            throw ExpressionError(
+                message: "number \(text) would be rounded by a 64-bit double", expected: "at most 15 significant digits", offset: start)
         }
         return Token(kind: .double(value), start: start, end: index)
     }
