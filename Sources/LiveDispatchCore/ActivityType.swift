@@ -140,13 +140,7 @@ public struct SchemaField: Sendable, Hashable {
     /// The declared field `name` most likely misspells: the same but for
     /// case, or the nearest within two edits (the first declared of equals).
     static func suggestion(for name: String, among fields: [SchemaField]) -> String? {
-        if let same = fields.first(where: { $0.name.lowercased() == name.lowercased() }) { return same.name }
-        var best: (name: String, distance: Int)?
-        for field in fields {
-            let distance = field.name.editDistance(to: name)
-            if distance <= 2, distance < best?.distance ?? Int.max { best = (field.name, distance) }
-        }
-        return best?.name
+        name.nearest(among: fields.map(\.name), maxDistance: 2)
     }
 
     /// A field the type does not declare, with the declared one it may be a misspelling of.
@@ -242,12 +236,7 @@ public struct ActivityTypes: Sendable, Hashable {
     public func undeclaredProblem(_ name: String, field: String = "attributes_type") -> FieldError? {
         guard !isEmpty, byName[name] == nil else { return nil }
         let declared = names
-        let lowered = name.lowercased()
-        var suggestion = declared.first { $0.lowercased() == lowered }
-        if suggestion == nil {
-            let limit = max(2, name.count / 4)
-            suggestion = declared.map { ($0, $0.editDistance(to: name)) }.filter { $0.1 <= limit }.min { $0.1 < $1.1 }?.0
-        }
+        let suggestion = name.nearest(among: declared, maxDistance: max(2, name.count / 4))
         let shown = String(name.prefix(64)).debugDescription
         return FieldError(
             field: field,

@@ -16,4 +16,18 @@ extension String {
         }
         return previous[b.count]
     }
+
+    /// The name in `names` this one most likely misspells: the same but for
+    /// case, else the nearest within `maxDistance` edits (the first of
+    /// equals, in the order given); nil when none is that close.
+    public func nearest(among names: [String], maxDistance: Int) -> String? {
+        let lowered = lowercased()
+        if let same = names.first(where: { $0.lowercased() == lowered }) { return same }
+        var best: (name: String, distance: Int)?
+        for name in names {
+            let distance = name.editDistance(to: self)
+            if distance <= maxDistance, distance < best?.distance ?? Int.max { best = (name, distance) }
+        }
+        return best?.name
+    }
 }
