@@ -35,6 +35,7 @@ extension Dispatcher {
             }
         }
         reportPartitions()
+        if !actions.isEmpty { changes.signal() }
     }
 
     private func observe(_ observation: PartitionOwnership.Observation) {
@@ -63,13 +64,24 @@ extension Dispatcher {
     /// before the revocation returns (and the group can assign it
     /// elsewhere). Any other is released before the consumer commits and
     /// unassigns it, waiting (within `shutdown.release_timeout`) for the
-    /// sends and writes under way in those it owned.
+    /// sends and writes under way in those it owned: it blocks on
+    /// ``changes`` (signalled when a revoked partition settles) until then,
+    /// or until the machine's next deadline (the release timeout).
     func revoking(_ partitions: [TopicPartition], lost: Bool) {
         let numbers = partitions.filter { $0.topic == configuration.topic(.commands) }.map(\.partition)
         perform(ownership.withLock { $0.revoked(numbers, lost: lost, now: clock()) })
-        while ownership.withLock({ $0.partitions(in: .releasing) }).contains(where: numbers.contains) {
-            if !settleReleasing(among: numbers) { usleep(1_000) }
+        while true {
+            let seen = changes.generation
+            guard ownership.withLock({ $0.partitions(in: .releasing) }).contains(where: numbers.contains) else { return }
+            if settleReleasing(among: numbers) { continue }
+            changes.blockingWait(after: seen, timeout: untilNextDeadline())
         }
+    }
+
+    /// How long until the machine's next deadline; nil when it has none.
+    func untilNextDeadline() -> Duration? {
+        guard let next = ownership.withLock(\.nextDeadline) else { return nil }
+        return .seconds(max(0, next - clock()))
     }
 
     /// Lets partitions go: their machines close (taking their records in
@@ -157,9 +169,10 @@ extension Dispatcher {
 
     /// Reads the marks of the partitions waiting for one (a taken
     /// partition's previous owner, a lingering partition's claim) every
-    /// 50 ms; beside it, every 20 ms, finishes the releases of lingered
-    /// partitions whose sends are answered and acts on passed deadlines. The
-    /// two run apart so a slow broker never delays a deadline: a lingering
+    /// 50 ms; beside it, finishes the releases of lingered partitions as
+    /// their sends are answered and acts on each deadline as it passes
+    /// (woken by ``changes``, or at the machine's next deadline). The two
+    /// run apart so a slow broker never delays a deadline: a lingering
     /// partition stops on time on this worker's clock, which is what its
     /// next owner counts on.
     func watchHandOvers() async {
@@ -188,8 +201,9 @@ extension Dispatcher {
 
     private func keepDeadlines() async {
         while !Task.isCancelled {
+            let seen = changes.generation
             settleReleasing()
-            try? await Task.sleep(for: .milliseconds(20))
+            await changes.wait(after: seen, timeout: untilNextDeadline())
         }
     }
 
@@ -211,9 +225,11 @@ extension Dispatcher {
     @discardableResult
     private func decide(_ body: (inout PartitionOwnership, UnixTime) -> [PartitionOwnership.Action]) -> Bool {
         handOversUnderWay.add(1, ordering: .sequentiallyConsistent)
-        defer { handOversUnderWay.subtract(1, ordering: .sequentiallyConsistent) }
         let actions = ownership.withLock { body(&$0, clock()) }
         if !actions.isEmpty { perform(actions) }
+        handOversUnderWay.subtract(1, ordering: .sequentiallyConsistent)
+        // The shutdown waits for the count to be 0.
+        if !actions.isEmpty { changes.signal() }
         return !actions.isEmpty
     }
 

@@ -92,6 +92,13 @@ public final class Dispatcher: Service, Sendable {
     let lingering = Mutex<Set<Int32>>([])
     /// Hand-over decisions whose I/O is still under way.
     let handOversUnderWay = Atomic<Int>(0)
+    /// Signalled when a hand-over decision was carried out and when a
+    /// revoked partition settles (and, while draining, when a partition is
+    /// idle): what the revocation handler, the hand-over watch and the
+    /// shutdown wait for.
+    let changes: ChangeSignal
+    /// Draining: the runners report when they are idle.
+    let reportsIdle = Atomic<Bool>(false)
     let gate: Mutex<BackpressureGate>
     private let outstandingTotal = Atomic<Int>(0)
     private let backlogNow = Atomic<Int>(0)
@@ -146,6 +153,7 @@ public final class Dispatcher: Service, Sendable {
         self.clock = clock
         self.gate = Mutex(configuration.backpressureGate)
         self.eventLoops = eventLoopGroup
+        self.changes = ChangeSignal(eventLoop: eventLoopGroup.next())
         self.stage = ConsumerStage(consumer: consumer)
         revocations.handler.withLock { $0 = { [weak self] partitions, lost in self?.revoking(partitions, lost: lost) } }
     }
@@ -374,7 +382,9 @@ public final class Dispatcher: Service, Sendable {
             },
             countOutstanding: { [self] delta in outstandingTotal.add(delta, ordering: .relaxed).newValue },
             outstandingMoved: { [self] total in outstandingMoved(to: total) },
-            writeTraced: { [tracing] produce, report, started, ended in tracing?.recordWrite(produce, report, started: started, ended: ended) })
+            writeTraced: { [tracing] produce, report, started, ended in tracing?.recordWrite(produce, report, started: started, ended: ended) },
+            changed: { [changes] in changes.signal() },
+            reportsIdle: { [self] in reportsIdle.load(ordering: .relaxed) })
     }
 
     // MARK: I/O for the runners

@@ -51,6 +51,8 @@ final class PartitionRunner: Sendable {
     private let sendsInFlightNow = Atomic<Int>(0)
     /// Read by back-pressure under its gate's lock, which must not wait for a partition's.
     private let catchingUpNow = Atomic<Bool>(false)
+    /// Revoked (``quiesce()``): the dispatcher waits for it to settle.
+    private let quiescedNow = Atomic<Bool>(false)
     /// The offset after the last command record handed to the partition
     /// (-1 before one): with the partition's end offset, the commands not
     /// read yet.
@@ -131,6 +133,7 @@ final class PartitionRunner: Sendable {
             defer { box.armed = nil }
             return box.armed?.timer
         }
+        quiescedNow.store(true, ordering: .relaxed)
         timer?.cancel()
     }
 
@@ -162,7 +165,7 @@ final class PartitionRunner: Sendable {
     private func applyLocked(_ input: (inout Box, UnixTime) -> [PartitionDispatcher.Action]) {
         let now = services.clock()
         var enqueued: [UInt64: Result<KafkaPendingDelivery, KafkaError>] = [:]
-        let outcome: (actions: [PartitionDispatcher.Action], total: Int?, cancel: Scheduled<Void>?)? = box.withLock { box in
+        let outcome: (actions: [PartitionDispatcher.Action], total: Int?, cancel: Scheduled<Void>?, idle: Bool)? = box.withLock { box in
             guard !box.closed else { return nil }
             let before = box.machine.outstanding
             var actions = input(&box, now)
@@ -186,12 +189,14 @@ final class PartitionRunner: Sendable {
             catchingUpNow.store(box.machine.isCatchingUp, ordering: .relaxed)
             // Counted under the lock, so `close()` takes out exactly what is left.
             let delta = box.machine.outstanding - before
-            return (actions, delta == 0 ? nil : services.countOutstanding(delta), cancel)
+            let idle = services.reportsIdle() && box.machine.isIdle
+            return (actions, delta == 0 ? nil : services.countOutstanding(delta), cancel, idle)
         }
         guard let outcome else { return }
         outcome.cancel?.cancel()
         if let total = outcome.total { services.outstandingMoved(total) }
         perform(outcome.actions, enqueued: enqueued)
+        if outcome.idle { services.changed() }
     }
 
     /// Arms the timer at the machine's next deadline when that moved;
@@ -252,7 +257,8 @@ final class PartitionRunner: Sendable {
                 case .channel: false
                 }
             }
-            unanswered.subtract(answered, ordering: .relaxed)
+            // A revoked partition's last answer: its release may go on.
+            if unanswered.subtract(answered, ordering: .relaxed).newValue == 0, quiescedNow.load(ordering: .relaxed) { services.changed() }
         }
         apply { machine, now in
             var actions: [PartitionDispatcher.Action] = []
@@ -359,4 +365,10 @@ struct DispatchServices: Sendable {
     /// A traced write (a traced push's snapshot) was acknowledged: where it
     /// landed, when it was first enqueued and now.
     var writeTraced: @Sendable (PartitionDispatcher.Produce, KafkaDeliveryReport, UnixTime, UnixTime) -> Void = { _, _, _, _ in }
+    /// Something the dispatcher may wait for happened: a revoked
+    /// partition has no send or write under way any more, or, while
+    /// `reportsIdle` says so, the partition is idle after an input.
+    var changed: @Sendable () -> Void = {}
+    /// Whether the dispatcher waits for its partitions to be idle (it is draining).
+    var reportsIdle: @Sendable () -> Bool = { false }
 }
