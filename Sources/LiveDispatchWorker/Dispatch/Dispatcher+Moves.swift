@@ -169,12 +169,13 @@ extension Dispatcher {
 
     /// Reads the marks of the partitions waiting for one (a taken
     /// partition's previous owner, a lingering partition's claim) every
-    /// 50 ms; beside it, finishes the releases of lingered partitions as
-    /// their sends are answered and acts on each deadline as it passes
-    /// (woken by ``changes``, or at the machine's next deadline). The two
-    /// run apart so a slow broker never delays a deadline: a lingering
-    /// partition stops on time on this worker's clock, which is what its
-    /// next owner counts on.
+    /// 50 ms while there are any (the other worker's progress, in Kafka),
+    /// and waits for ``changes`` while there are none; beside it, finishes
+    /// the releases of lingered partitions as their sends are answered and
+    /// acts on each deadline as it passes (woken by ``changes``, or at the
+    /// machine's next deadline). The two run apart so a slow broker never
+    /// delays a deadline: a lingering partition stops on time on this
+    /// worker's clock, which is what its next owner counts on.
     func watchHandOvers() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.readMarks() }
@@ -184,20 +185,28 @@ extension Dispatcher {
 
     private func readMarks() async {
         while !Task.isCancelled {
+            let seen = changes.generation
             let awaiting = ownership.withLock(\.awaitingMarks)
-            if !awaiting.isEmpty {
-                do {
-                    let marks = try await follower.committedOffsets(for: awaiting.map(commandsPartition), timeout: .seconds(2))
-                    decide { ownership, now in
-                        awaiting.flatMap { ownership.markRead($0, HandOverMark(offset: marks[commandsPartition($0)]), now: now) }
-                    }
-                } catch {
-                    logger.warning("Reading hand-over marks failed; retrying", metadata: ["kafka.partitions": "\(awaiting)", "kafka.error": "\(error)"])
-                }
+            guard !awaiting.isEmpty else {
+                // No hand-over under way: nothing to read until a decision makes one.
+                await changes.wait(after: seen, timeout: nil)
+                continue
             }
-            try? await Task.sleep(for: .milliseconds(50))
+            do {
+                let marks = try await follower.committedOffsets(for: awaiting.map(commandsPartition), timeout: .seconds(2))
+                decide { ownership, now in
+                    awaiting.flatMap { ownership.markRead($0, HandOverMark(offset: marks[commandsPartition($0)]), now: now) }
+                }
+            } catch {
+                logger.warning("Reading hand-over marks failed; retrying", metadata: ["kafka.partitions": "\(awaiting)", "kafka.error": "\(error)"])
+            }
+            try? await Task.sleep(for: Self.markReadInterval)
         }
     }
+
+    /// How often the marks are read while a partition waits for one: the
+    /// other worker's progress, which only Kafka tells.
+    static let markReadInterval = Duration.milliseconds(50)
 
     private func keepDeadlines() async {
         while !Task.isCancelled {
