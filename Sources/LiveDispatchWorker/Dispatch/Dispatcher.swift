@@ -572,15 +572,20 @@ public final class Dispatcher: Service, Sendable {
         }
         perform(ownership.withLock { $0.leave(now: clock()) })
         try? pause(runners.map(\.number).sorted())
+        // From here each runner signals ``changes`` when an input leaves it idle.
+        reportsIdle.store(true, ordering: .relaxed)
         for runner in runners { runner.apply { machine, now in machine.drain(now: now) } }
         let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
-        while ContinuousClock.now < deadline {
+        while !Task.isCancelled {
+            let seen = changes.generation
             let held = table.withLock { Array($0.runners.values) }
             if held.allSatisfy(\.isIdle), ownership.withLock({ $0.partitions(in: .releasing).isEmpty }) {
                 logger.info("Dispatcher drained")
                 return
             }
-            try? await Task.sleep(for: .milliseconds(20))
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { break }
+            await changes.wait(after: seen, timeout: left)
         }
         logger.warning("Shutdown timeout reached with work in flight; it is re-delivered to the next owner", metadata: ["shutdown.timeout": "\(configuration.shutdown.timeout)"])
     }
@@ -593,9 +598,12 @@ public final class Dispatcher: Service, Sendable {
         let linger = min(max(0, configuration.shutdown.lingerTimeout), PartitionOwnership.longestLinger)
         let bound = linger + max(0, configuration.shutdown.releaseTimeout) + 1
         let deadline = ContinuousClock.now + .seconds(bound)
-        while ContinuousClock.now < deadline {
+        while !Task.isCancelled {
+            let seen = changes.generation
             if ownership.withLock(\.held).isEmpty, handOversUnderWay.load(ordering: .sequentiallyConsistent) == 0 { return }
-            try? await Task.sleep(for: .milliseconds(20))
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { break }
+            await changes.wait(after: seen, timeout: left)
         }
         logger.warning("Partitions still held at the end of the shutdown; their next owners redo what they had not finished", metadata: [
             "kafka.partitions": "\(ownership.withLock(\.held))",
