@@ -69,6 +69,10 @@ public final class Router: Service, Sendable {
     static let leavingLimit = Duration.seconds(10)
     /// Outputs that Kafka refused for now, waiting out their backoff.
     private let retries: RetryTimer
+    /// Signalled, while draining, when an event completes or partitions are
+    /// revoked, and whenever a hand-over starts or stops or the stage
+    /// stops: what the drain and the hand-over watch wait for.
+    private let changes: ChangeSignal
 
     /// - Parameter assigned: called on each assignment of `<group_id>.router`, even an
     ///   empty one: the worker is ready only once both of its groups have assigned it.
@@ -111,6 +115,7 @@ public final class Router: Service, Sendable {
         self.state = Mutex(State(gate: configuration.backpressureGate))
         self.stage = ConsumerStage(consumer: consumer)
         self.retries = RetryTimer(eventLoop: MultiThreadedEventLoopGroup.singleton.next())
+        self.changes = ChangeSignal(eventLoop: MultiThreadedEventLoopGroup.singleton.next())
     }
 
     public func run() async throws {
@@ -135,16 +140,19 @@ public final class Router: Service, Sendable {
             perform(stops)
             assigned?()
         case .revoked(let partitions, let lost):
-            let positions = state.withLock { state in
-                partitions.map { partition in
+            let (positions, draining) = state.withLock { state in
+                let positions = partitions.map { partition in
                     let tracked = OffsetTracker.Partition(topic: partition.topic, number: partition.partition)
                     defer { state.tracker.revoke(tracked) }
                     return (partition, state.draining || lost ? nil : state.tracker.lastRead(tracked))
                 }
+                return (positions, state.draining)
             }
             let now = ContinuousClock.now
             let starts = handOver.withLock { handOver in positions.compactMap { handOver.revoked($0.0, lastRead: $0.1, now: now) } }
             perform(starts)
+            // Their events in progress no longer count.
+            if draining { changes.signal() }
         case .record(let record):
             route(record)
         }
@@ -334,15 +342,16 @@ public final class Router: Service, Sendable {
     }
 
     private func complete(_ partition: OffsetTracker.Partition, offset: Int64) {
-        let (commit, gate) = state.withLock { state in
+        let (commit, gate, draining) = state.withLock { state in
             let commit = try? state.tracker.complete(partition, offset: offset)
-            return (commit, state.backpressure(downstream: downstream?() ?? 0))
+            return (commit, state.backpressure(downstream: downstream?() ?? 0), state.draining)
         }
         if let commit = commit ?? nil {
             let topicPartition = TopicPartition(topic: partition.topic, partition: partition.number)
             try? consumer.storeOffsets([KafkaCommitOffset(topicPartition: topicPartition, offset: commit.offset)])
         }
         applyBackpressure(gate)
+        if draining { changes.signal() }
     }
 
     private func applyBackpressure(_ action: BackpressureGate.Action) {
@@ -496,9 +505,14 @@ public final class Router: Service, Sendable {
             let now = ContinuousClock.now
             perform(handOver.withLock { $0.leaving(owned, now: now, within: within) })
         }
+        // Each event completing signals ``changes`` from here on.
         let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
-        while ContinuousClock.now < deadline, state.withLock({ $0.tracker.outstanding }) > 0 {
-            try? await Task.sleep(for: .milliseconds(20))
+        while !Task.isCancelled {
+            let seen = changes.generation
+            guard state.withLock({ $0.tracker.outstanding }) > 0 else { return }
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return }
+            await changes.wait(after: seen, timeout: left)
         }
     }
 
