@@ -429,6 +429,7 @@ public final class Router: Service, Sendable {
                 logger.info("Stopped routing a partition given up", metadata: ["kafka.partition": "\(partition)", "router.reason": "\(reason)"])
             }
         }
+        if !actions.isEmpty { changes.signal() }
     }
 
     /// Routes what the hand-over reader reads, without committing.
@@ -472,13 +473,23 @@ public final class Router: Service, Sendable {
             }
         } onGracefulShutdown: {
             stopping.store(true, ordering: .releasing)
+            self.changes.signal()
         }
     }
 
     /// Ends each hand-over once the group's committed offset shows its new
     /// owner routes the partition, or at its limit; returns when `done`.
+    /// Kafka is read every ``handOverCheck`` only while a hand-over is under
+    /// way; otherwise it waits for ``changes`` (a hand-over starting, the
+    /// stage stopping).
     private func watchHandOver(until done: () -> Bool) async {
-        while !Task.isCancelled, !done() {
+        while !Task.isCancelled {
+            let seen = changes.generation
+            if done() { return }
+            guard !handOver.withLock({ $0.partitions }).isEmpty else {
+                await changes.wait(after: seen, timeout: nil)
+                continue
+            }
             try? await Task.sleep(for: Self.handOverCheck)
             let partitions = handOver.withLock { $0.partitions }
             guard !partitions.isEmpty else { continue }
