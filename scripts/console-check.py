@@ -236,33 +236,43 @@ def main():
         expect(goals.locator("li.field-change").first).to_contain_text('"GOAL! ')
         shot("console-rules.png")
 
-        # A dead letter replayed with the button, and seen to land: an `end`
-        # for an activity without state is refused; once the activity
-        # exists, its replay ends it.
+        # A dead letter replayed with the button, and seen to land: an update
+        # after the activity's end is refused (`activity-ended`); its replay
+        # goes back to `commands` and is refused again, so the activity
+        # keeps its last state and its end.
         step("dead letter replay")
         target = "console-replay"
-        status, answer = call(base, "POST", f"/v1/activities/{target}/end", arguments.admin_key, {})
-        assert status == 202, f"end: {status} {answer}"
-        wait_for("the end's dead letter", lambda: any(
-            entry["dead_letter"]["reason"] == "invalid-command"
-            for entry in call(base, "GET", f"/v1/dead-letters?activity={target}", arguments.admin_key)[1]["dead_letters"]))
+
+        def letters():
+            return [entry for entry in call(base, "GET", f"/v1/dead-letters?activity={target}", arguments.admin_key)[1]["dead_letters"]
+                    if entry["dead_letter"]["reason"] == "activity-ended"]
+
         status, answer = call(base, "POST", f"/v1/activities/{target}/update", arguments.admin_key,
                               {"content_state": {"status": "checked", "step": 1}})
         assert status == 202, f"update: {status} {answer}"
         wait_for("the activity's first state", lambda: call(
             base, "GET", f"/v1/activities/{target}", arguments.admin_key)[1].get("version") == 1)
+        status, answer = call(base, "POST", f"/v1/activities/{target}/end", arguments.admin_key, {})
+        assert status == 202, f"end: {status} {answer}"
+        wait_for("the activity's end", lambda: call(
+            base, "GET", f"/v1/activities/{target}", arguments.admin_key)[1].get("version") == 2)
+        status, answer = call(base, "POST", f"/v1/activities/{target}/update", arguments.admin_key,
+                              {"content_state": {"status": "late", "step": 2}})
+        assert status == 202, f"late update: {status} {answer}"
+        wait_for("the late update's dead letter", lambda: len(letters()) == 1)
 
         page.locator('nav a[data-view="dead-letters"]').click()
-        row = page.locator(f'#dead-letters tbody tr[data-activity="{target}"]')
-        expect(row.locator(".badge.reason")).to_have_text("invalid-command")
+        row = page.locator(f'#dead-letters tbody tr[data-activity="{target}"]').first
+        expect(row.locator(".badge.reason")).to_have_text("activity-ended")
         # Replay needs the admin scope: paste the key first.
         page.fill("#key-input", arguments.admin_key)
         page.locator("#key-form button[type=submit]").click()
-        row = page.locator(f'#dead-letters tbody tr[data-activity="{target}"]')
+        row = page.locator(f'#dead-letters tbody tr[data-activity="{target}"]').first
         row.get_by_role("button", name="Replay").click()
         expect(page.locator("#notice")).to_contain_text("replayed to livedispatch.commands")
         expect(row.locator(".replay-status")).to_have_text("replayed to livedispatch.commands")
         shot("console-dead-letters.png")
+        wait_for("the replayed update's own dead letter", lambda: len(letters()) == 2)
 
         row.locator("a").click()
         expect(page.locator("#lock-ended")).to_be_visible()
