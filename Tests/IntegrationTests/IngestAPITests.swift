@@ -132,20 +132,20 @@ struct IngestAPITests {
         #expect(removed.status == 202, "\(removed)")
         #expect(try JSONValue.parse(removed.body)["action"] == "unregister")
 
-        // A push-to-start token is unregistered from its audience the same way.
+        // A push-to-start token (of a declared type) is unregistered from its audience the same way.
         let starter = String(repeating: "d4", count: 32)
         let storeKey = Array(PushToStartRegistration.storeKey(try AudienceKey("fans:owls"), try DeviceToken(hex: starter)).utf8)
-        let registration = #"{"kind": "push_to_start", "audience": "fans:owls", "attributes_type": "MatchAttributes", "token": "\#(starter)"}"#
+        let registration = #"{"kind": "push_to_start", "audience": "fans:owls", "attributes_type": "SportsActivityAttributes", "token": "\#(starter)"}"#
         #expect(try httpRequest("POST", port: port, "/v1/tokens", headers: Self.bearer, body: registration).status == 202)
         _ = try await waitFor("the push-to-start token on token-store") {
             try await stack.read("livedispatch.token-store").last { $0.key == storeKey }?.value
         }
         let ingest = ["Authorization": "Bearer \(Self.ingestKey)"]
-        let unaddressed = try httpRequest("DELETE", port: port, "/v1/tokens/\(starter)?kind=push_to_start&attributes_type=MatchAttributes", headers: ingest)
+        let unaddressed = try httpRequest("DELETE", port: port, "/v1/tokens/\(starter)?kind=push_to_start&attributes_type=SportsActivityAttributes", headers: ingest)
         #expect(unaddressed.status == 400)
         #expect(try JSONValue.parse(unaddressed.body)["problems"]?.arrayValue?.first?["pointer"] == "#/parameters/audience")
         let removedStarter = try httpRequest(
-            "DELETE", port: port, "/v1/tokens/\(starter)?kind=push_to_start&audience=fans:owls&attributes_type=MatchAttributes", headers: ingest)
+            "DELETE", port: port, "/v1/tokens/\(starter)?kind=push_to_start&audience=fans:owls&attributes_type=SportsActivityAttributes", headers: ingest)
         #expect(removedStarter.status == 202, "\(removedStarter)")
         #expect(try JSONValue.parse(removedStarter.body)["audience"] == "fans:owls")
         _ = try await waitFor("the push-to-start token removed from token-store (a tombstone)") { () -> Bool? in
