@@ -83,8 +83,7 @@ public final class APNsConnectionPool: Sendable {
         var nextAttempt = 0
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
         /// The one timer, armed at the machine's ``StateMachine/nextDeadline``.
-        var armed: (at: Double, timer: Scheduled<Void>, number: UInt64)?
-        var timersArmed: UInt64 = 0
+        var timer = MachineTimer<Scheduled<Void>>()
         var isStopped = false
     }
 
@@ -99,7 +98,7 @@ public final class APNsConnectionPool: Sendable {
         var pings: [APNsConnection] = []
         var closes: [APNsConnection] = []
         var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
-        /// A timer replaced by an earlier one.
+        /// A timer replaced by an earlier one, or no longer needed.
         var disarmed: Scheduled<Void>?
     }
 
@@ -241,8 +240,7 @@ public final class APNsConnectionPool: Sendable {
         }
         state.withLock { state in
             state.isStopped = true
-            state.armed?.timer.cancel()
-            state.armed = nil
+            state.timer.disarm()?.cancel()
         }
     }
 
@@ -285,23 +283,14 @@ public final class APNsConnectionPool: Sendable {
         perform(effects)
     }
 
-    /// Arms the timer at the machine's next deadline when none is armed or
-    /// the next one is earlier than the armed one; returns the timer to
-    /// cancel, if any. A deadline that moved later (its request ended) keeps
-    /// the armed timer: it fires early, finds nothing due and arms the next.
+    /// Arms the timer at the machine's next deadline (see ``MachineTimer``
+    /// for when); returns the timer to cancel, if any. The machine's time
+    /// is the injected ``APNsClock``, the wall clock in service: provider
+    /// tokens carry it.
     private func rearm(_ state: inout State) -> Scheduled<Void>? {
-        guard !state.isStopped, let next = state.machine.nextDeadline else { return nil }
-        if let armed = state.armed, armed.at <= next { return nil }
-        let previous = state.armed?.timer
-        let delay = max(0, next - clock.now().seconds)
-        let nanoseconds = Int64(exactly: (delay * 1e9).rounded(.up)) ?? Int64.max / 2
-        state.timersArmed &+= 1
-        let number = state.timersArmed
-        let timer = eventLoopGroup.any().scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] () -> Void in
-            self?.timerFired(number)
-        }
-        state.armed = (next, timer, number)
-        return previous
+        guard !state.isStopped else { return nil }
+        let next = state.machine.nextDeadline.map { UnixTime(seconds: $0) }
+        return state.timer.arm(at: next, now: clock.now(), on: eventLoopGroup.any()) { [weak self] number in self?.timerFired(number) }
     }
 
     /// The armed timer is spent once it fired: the re-arm after the tick
@@ -310,8 +299,7 @@ public final class APNsConnectionPool: Sendable {
     private func timerFired(_ number: UInt64) {
         let now = clock.now().seconds
         update { state in
-            guard state.armed?.number == number else { return [] }
-            state.armed = nil
+            guard state.timer.fired(number) else { return [] }
             return state.machine.tick(now: now)
         }
     }

@@ -1,3 +1,4 @@
+import APNs
 import LiveDispatchCore
 import NIOCore
 import Synchronization
@@ -5,7 +6,8 @@ import Synchronization
 /// Work waiting out its backoff: a ``DeadlineQueue`` and one timer armed at
 /// its next deadline, so a thousand refused writes take one timer, not a
 /// sleeping task each. Jobs run on the event loop, earliest first; once
-/// stopped, pending jobs are dropped and new ones refused.
+/// stopped, pending jobs are dropped and new ones refused. Its time is the
+/// event loop's uptime: its deadlines are delays, from no record.
 final class RetryTimer: Sendable {
     typealias Job = @Sendable () -> Void
 
@@ -13,8 +15,7 @@ final class RetryTimer: Sendable {
         var queue = DeadlineQueue<UInt64>.ordered
         var jobs: [UInt64: Job] = [:]
         var nextJob: UInt64 = 0
-        var armed: (at: UnixTime, timer: Scheduled<Void>, number: UInt64)?
-        var timersArmed: UInt64 = 0
+        var timer = MachineTimer<Scheduled<Void>>()
         var isStopped = false
     }
 
@@ -32,7 +33,7 @@ final class RetryTimer: Sendable {
     func schedule(after delay: Double, _ job: @escaping Job) {
         let replaced: Scheduled<Void>? = state.withLock { state in
             guard !state.isStopped else { return nil }
-            let now = self.now
+            let now = eventLoop.uptime
             let id = state.nextJob
             state.nextJob &+= 1
             state.jobs[id] = job
@@ -48,40 +49,28 @@ final class RetryTimer: Sendable {
             state.isStopped = true
             state.jobs.removeAll()
             state.queue = DeadlineQueue<UInt64>.ordered
-            defer { state.armed = nil }
-            return state.armed?.timer
+            return state.timer.disarm()
         }
         armed?.cancel()
     }
 
-    /// The event loop's clock, as seconds in a ``UnixTime`` (only differences matter).
-    private var now: UnixTime { UnixTime(seconds: Double(eventLoop.now.uptimeNanoseconds) / 1e9) }
-
-    /// Arms the timer at the next deadline when none is armed or the next
-    /// one is earlier; returns the timer it replaced.
+    /// Arms the timer at the next deadline (see ``MachineTimer`` for when);
+    /// returns the timer it replaced.
     private func rearm(_ state: inout State, now: UnixTime) -> Scheduled<Void>? {
-        guard !state.isStopped, let next = state.queue.next else { return nil }
-        if let armed = state.armed, armed.at <= next { return nil }
-        let replaced = state.armed?.timer
-        let nanoseconds = Int64(exactly: (max(0, next - now) * 1e9).rounded(.up)) ?? Int64.max / 2
-        state.timersArmed &+= 1
-        let number = state.timersArmed
-        let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] () -> Void in self?.fired(number) }
-        state.armed = (next, timer, number)
-        return replaced
+        guard !state.isStopped else { return nil }
+        return state.timer.arm(at: state.queue.next, now: now, on: eventLoop) { [weak self] number in self?.fired(number) }
     }
 
     /// Runs the jobs due and arms the next deadline. A replaced timer that
     /// ran anyway leaves the armed one alone.
     private func fired(_ number: UInt64) {
-        let due: [Job] = state.withLock { state in
-            guard state.armed?.number == number else { return [] }
-            state.armed = nil
-            let now = self.now
+        let (due, replaced): ([Job], Scheduled<Void>?) = state.withLock { state in
+            guard state.timer.fired(number) else { return ([], nil) }
+            let now = eventLoop.uptime
             let jobs = state.queue.popDue(now: now).compactMap { state.jobs.removeValue(forKey: $0) }
-            _ = rearm(&state, now: now)
-            return jobs
+            return (jobs, rearm(&state, now: now))
         }
+        replaced?.cancel()
         for job in due { job() }
     }
 }

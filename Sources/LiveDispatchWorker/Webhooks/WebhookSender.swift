@@ -1,3 +1,4 @@
+import APNs
 import CoreMetrics
 import Foundation
 import LiveDispatchCore
@@ -23,8 +24,7 @@ public final class WebhookSender: Service, Sendable {
         var machine: WebhookQueue
         var random = SplitMix64()
         /// The one timer, armed at the machine's next deadline.
-        var armed: (at: UnixTime, timer: Scheduled<Void>, number: UInt64)?
-        var timersArmed: UInt64 = 0
+        var timer = MachineTimer<Scheduled<Void>>()
         var isShutDown = false
         /// Callers of ``shutdown()`` waiting for the requests in flight to end.
         var drained: [CheckedContinuation<Void, Never>] = []
@@ -110,9 +110,7 @@ public final class WebhookSender: Service, Sendable {
     public func shutdown() async {
         let (actions, count, armed) = state.withLock { state in
             state.isShutDown = true
-            let armed = state.armed?.timer
-            state.armed = nil
-            return (state.machine.shutDown(), state.machine.count, armed)
+            return (state.machine.shutDown(), state.machine.count, state.timer.disarm())
         }
         armed?.cancel()
         metrics.recordQueued(count)
@@ -140,29 +138,20 @@ public final class WebhookSender: Service, Sendable {
         }
     }
 
-    /// The event loop's clock in seconds (only differences matter to the machine).
-    private var now: UnixTime { UnixTime(seconds: Double(eventLoop.now.uptimeNanoseconds) / 1e9) }
+    /// The machine's clock: the event loop's uptime, as its deadlines are
+    /// delays (backoff, `max_age`) from no record.
+    private var now: UnixTime { eventLoop.uptime }
 
-    /// Arms the timer at the machine's next deadline when it is not armed
-    /// there; returns the timer it replaced.
+    /// Arms the timer at the machine's next deadline (see ``MachineTimer``
+    /// for when); returns the timer it replaced.
     private func rearm(_ state: inout State) -> Scheduled<Void>? {
         let next = state.isShutDown ? nil : state.machine.nextDeadline
-        if state.armed?.at == next { return nil }
-        let replaced = state.armed?.timer
-        state.armed = nil
-        guard let next else { return replaced }
-        let nanoseconds = Int64(exactly: (max(0, next - now) * 1e9).rounded(.up)) ?? Int64.max / 2
-        state.timersArmed &+= 1
-        let number = state.timersArmed
-        let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] () -> Void in self?.timerFired(number) }
-        state.armed = (next, timer, number)
-        return replaced
+        return state.timer.arm(at: next, now: now, on: eventLoop) { [weak self] number in self?.timerFired(number) }
     }
 
     private func timerFired(_ number: UInt64) {
         let (actions, count, replaced): ([WebhookQueue.Action], Int, Scheduled<Void>?) = state.withLock { state in
-            guard state.armed?.number == number else { return ([], state.machine.count, nil) }
-            state.armed = nil
+            guard state.timer.fired(number) else { return ([], state.machine.count, nil) }
             let actions = state.machine.timerFired(now: now)
             return (actions, state.machine.count, rearm(&state))
         }
