@@ -52,7 +52,8 @@ fuzz: bootstrap-run
 # (embedded Kafka, APNs simulator, two workers), one row per fault.
 faults: bootstrap-run
 	$(SWIFT) build --product livedispatch
-	.build/debug/livedispatch bench faults
+	$(SWIFT) build --product livedispatch-bench
+	.build/debug/livedispatch-bench faults
 
 release: bootstrap-run
 	$(SWIFT) build -c release

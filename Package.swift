@@ -12,6 +12,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "livedispatch", targets: ["livedispatch"]),
+        .executable(name: "livedispatch-bench", targets: ["livedispatch-bench"]),
         .library(name: "LiveDispatchCore", targets: ["LiveDispatchCore"]),
         .executable(name: "livedispatch-fuzz", targets: ["LiveDispatchFuzz"]),
     ],
@@ -218,12 +219,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // The command-line tool.
+        // One HTTP/1.1 request to a worker's listener, for both command-line tools.
+        .target(
+            name: "PlainHTTP",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // The command-line tool: what operators and rule authors run.
         .executableTarget(
             name: "livedispatch",
             dependencies: [
                 "LiveDispatchCore",
-                "LiveDispatchTesting",
                 "LiveDispatchRules",
                 "LiveDispatchWorker",
                 "LiveDispatchHTTP",
@@ -233,6 +244,7 @@ let package = Package(
                 "Kafka",
                 "APNs",
                 "APNsSimulator",
+                "PlainHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -243,6 +255,35 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // The benchmarks (`livedispatch-bench`): load generators that run
+        // `livedispatch` beside them as child processes and print figures.
+        .executableTarget(
+            name: "livedispatch-bench",
+            dependencies: [
+                "LiveDispatchCore",
+                "LiveDispatchTesting",
+                "LiveDispatchRules",
+                "LiveDispatchWorker",
+                "LiveDispatchDemo",
+                "LiveDispatchTracing",
+                "LiveDispatchBench",
+                "Kafka",
+                "APNs",
+                "APNsSimulator",
+                "PlainHTTP",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -380,7 +421,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "TestSupport",
-                "LiveDispatchCore", "APNsSimulator", "Kafka", "livedispatch", "LiveDispatchFuzz",
+                "LiveDispatchCore", "APNsSimulator", "Kafka", "livedispatch", "livedispatch-bench", "LiveDispatchFuzz",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],

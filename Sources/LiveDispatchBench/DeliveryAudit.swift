@@ -1,5 +1,5 @@
 /// What a device saw, judged against what it should end with: the checks of
-/// one row of `livedispatch bench faults`, computed from the pushes an APNs
+/// one row of `livedispatch-bench faults`, computed from the pushes an APNs
 /// server accepted, token by token, in the order it accepted them.
 ///
 /// Each delivery carries a `version` that grows with every newer state of

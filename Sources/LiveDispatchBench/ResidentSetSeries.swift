@@ -1,6 +1,6 @@
 /// Resident-set samples of a process under steady load, and whether they
 /// stay within a band around their mean once warmed up: the verdict of
-/// `livedispatch bench soak`.
+/// `livedispatch-bench soak`.
 public struct ResidentSetSeries: Sendable, Hashable {
     /// One sample: seconds since the load started, resident set in MB.
     public struct Sample: Sendable, Hashable {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import NIOHTTP1
+import PlainHTTP
 
 /// `livedispatch dead-letters list|replay`: a worker's dead-letter routes
 /// (`GET /v1/dead-letters`, `POST /v1/dead-letters/{id}/replay`) from the

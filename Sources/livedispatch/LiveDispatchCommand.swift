@@ -10,6 +10,6 @@ struct LiveDispatchCommand: AsyncParsableCommand {
         commandName: "livedispatch",
         abstract: "Keeps iOS Live Activities current from Kafka events, over APNs.",
         version: version,
-        subcommands: [RunCommand.self, PayloadCommand.self, RulesCommand.self, TypesCommand.self, KafkaCommand.self, SimulateCommand.self, BenchCommand.self, DeadLettersCommand.self, ChannelsCommand.self]
+        subcommands: [RunCommand.self, PayloadCommand.self, RulesCommand.self, TypesCommand.self, KafkaCommand.self, SimulateCommand.self, DeadLettersCommand.self, ChannelsCommand.self]
     )
 }

@@ -159,7 +159,7 @@ extension RulesCommand {
                     "stats: \(report.summary.eventsRead) events in \(String(format: "%.2f", elapsed.seconds)) s: \(rate(elapsed)) events/s read and diffed, "
                         + "\(rate(diffing)) events/s diffed (\(String(format: "%.2f", diffing.seconds)) s); "
                         + "\(String(format: "%.1f", cpu)) s of CPU (\(cpu > 0 ? Int(saturating: events / cpu) : 0) events per CPU second); "
-                        + "peak RSS \(String(format: "%.0f", ChildProcess.statusMegabytes("VmHWM:", process: "self"))) MB")
+                        + "peak RSS \(String(format: "%.0f", ProcessStatus.megabytes("VmHWM:", process: "self"))) MB")
             }
             if !report.newErrors.isEmpty {
                 let names = report.newErrors.map { "\($0.rule.map { "rule \($0)" } ?? "unreadable events") (\($0.count) event\($0.count == 1 ? "" : "s"))" }

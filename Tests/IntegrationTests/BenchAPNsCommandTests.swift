@@ -3,10 +3,10 @@ import Foundation
 import Glibc
 import Testing
 
-/// `livedispatch bench apns --compare-h2load` as a process, against nghttpd:
+/// `livedispatch-bench apns --compare-h2load` as a process, against nghttpd:
 /// rounds of the client and of h2load sending the same requests, and the
 /// ratios between them.
-@Suite("livedispatch bench apns")
+@Suite("livedispatch-bench apns")
 struct BenchAPNsCommandTests {
     static let token = String(repeating: "0b", count: 32)
 
@@ -37,8 +37,8 @@ struct BenchAPNsCommandTests {
         let listening = await eventually(timeout: 30) { canConnect(port: port) }
         try #require(listening, "nghttpd did not listen on \(port)")
 
-        let result = try runProcess([
-            "bench", "apns", "--endpoint", "https://127.0.0.1:\(port)", "--server-name", "localhost",
+        let result = try runBench([
+            "apns", "--endpoint", "https://127.0.0.1:\(port)", "--server-name", "localhost",
             "--trust-roots", certificateFile.path, "--token", Self.token, "--connections", "2", "--requests", "2000",
             "--rounds", "2", "--compare-h2load",
         ])
@@ -59,8 +59,8 @@ struct BenchAPNsCommandTests {
     }
 
     @Test func refusesAnH2loadThatIsNotThere() throws {
-        let result = try runProcess([
-            "bench", "apns", "--endpoint", "https://127.0.0.1:1", "--token", Self.token, "--insecure",
+        let result = try runBench([
+            "apns", "--endpoint", "https://127.0.0.1:1", "--token", Self.token, "--insecure",
             "--compare-h2load", "--h2load-path", "/nonexistent/h2load",
         ])
         #expect(result.status != 0)

@@ -1,16 +1,16 @@
 import Foundation
 import Testing
 
-/// `livedispatch bench faults` as a process: a reduced scenario under a few
+/// `livedispatch-bench faults` as a process: a reduced scenario under a few
 /// fast faults, each against its own embedded Kafka process, simulator
 /// process and two worker processes.
-@Suite("livedispatch bench faults")
+@Suite("livedispatch-bench faults")
 struct BenchFaultsCommandTests {
     @Test func everyTokenReachesItsFinalStateAndNoneGetsAnOlderStateAfterANewerOne() throws {
         let faults = ["baseline", "apns-500", "goaway", "kafka-errors", "poison"]
-        let result = try runProcess(
+        let result = try runBench(
             [
-                "bench", "faults", "--faults", faults.joined(separator: ","), "--activities", "10", "--tokens", "4",
+                "faults", "--faults", faults.joined(separator: ","), "--activities", "10", "--tokens", "4",
                 "--bursts", "3", "--goals", "2", "--interval", "0.5", "--partitions", "3", "--drain-timeout", "60",
             ],
             currentDirectory: TestPaths.repositoryRoot)
@@ -38,7 +38,7 @@ struct BenchFaultsCommandTests {
     }
 
     @Test func anUnknownFaultIsRefusedNamingTheKnownOnes() throws {
-        let result = try runProcess(["bench", "faults", "--faults", "baseline,meteor"])
+        let result = try runBench(["faults", "--faults", "baseline,meteor"])
         #expect(result.status != 0)
         #expect(result.standardError.contains("unknown fault 'meteor'"))
         #expect(result.standardError.contains("kill-9"))

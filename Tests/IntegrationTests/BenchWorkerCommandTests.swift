@@ -1,14 +1,14 @@
 import Foundation
 import Testing
 
-/// `livedispatch bench worker` as a process: a worker with an embedded
+/// `livedispatch-bench worker` as a process: a worker with an embedded
 /// cluster and simulator, a short run, its figures and its check that the
 /// dispatcher took in every command the router wrote.
-@Suite("livedispatch bench worker")
+@Suite("livedispatch-bench worker")
 struct BenchWorkerCommandTests {
     @Test func aShortRunPrintsItsFiguresAndEveryCommandTakenIn() throws {
-        let result = try runProcess(
-            ["bench", "worker", "--activities", "20", "--tokens", "2", "--rate", "200", "--seconds", "1"],
+        let result = try runBench(
+            ["worker", "--activities", "20", "--tokens", "2", "--rate", "200", "--seconds", "1"],
             currentDirectory: TestPaths.repositoryRoot)
         #expect(result.status == 0, "\(result.standardOutput)\n\(result.standardError)")
         let lines = result.standardOutput.split(separator: "\n").map(String.init)
@@ -31,16 +31,16 @@ struct BenchWorkerCommandTests {
     }
 }
 
-/// `livedispatch bench dispatch` as a process: the partition machine on its
+/// `livedispatch-bench dispatch` as a process: the partition machine on its
 /// own clock, so its push count is exact.
-@Suite("livedispatch bench dispatch")
+@Suite("livedispatch-bench dispatch")
 struct BenchDispatchCommandTests {
     @Test func commandsInsideOneWindowMakeOnePushPerActivity() throws {
         // 10 activities, a command every millisecond: each activity gets one
         // every 10 ms for 0.2 s, so its window slides until the run ends and
         // it is pushed once, with one snapshot.
-        let result = try runProcess(
-            ["bench", "dispatch", "--activities", "10", "--commands", "200", "--rate", "1000"],
+        let result = try runBench(
+            ["dispatch", "--activities", "10", "--commands", "200", "--rate", "1000"],
             currentDirectory: TestPaths.repositoryRoot)
         #expect(result.status == 0, "\(result.standardOutput)\n\(result.standardError)")
         let lines = result.standardOutput.split(separator: "\n").map(String.init)
@@ -52,8 +52,8 @@ struct BenchDispatchCommandTests {
     @Test func spacedCommandsArePushedOneByOne() throws {
         // 100 activities at 100 commands/s: each gets one a second, past its
         // window, so every command is a push of its own.
-        let result = try runProcess(
-            ["bench", "dispatch", "--activities", "100", "--commands", "300", "--rate", "100", "--tokens", "2"],
+        let result = try runBench(
+            ["dispatch", "--activities", "100", "--commands", "300", "--rate", "100", "--tokens", "2"],
             currentDirectory: TestPaths.repositoryRoot)
         #expect(result.status == 0, "\(result.standardOutput)\n\(result.standardError)")
         let lines = result.standardOutput.split(separator: "\n").map(String.init)
@@ -61,13 +61,13 @@ struct BenchDispatchCommandTests {
     }
 }
 
-/// `livedispatch bench soak` as a process, briefly: its worker is a process
+/// `livedispatch-bench soak` as a process, briefly: its worker is a process
 /// of its own, and what that process spends comes from its `/metrics`.
 @Suite("bench soak")
 struct BenchSoakCommandTests {
     @Test func reportsWhatTheWorkerTookAndItsCPU() throws {
-        let result = try runProcess(
-            ["bench", "soak", "--minutes", "0.4", "--rate", "400", "--activities", "40", "--sample-seconds", "2",
+        let result = try runBench(
+            ["soak", "--minutes", "0.4", "--rate", "400", "--activities", "40", "--sample-seconds", "2",
              "--warm-up-seconds", "8", "--tolerance", "100", "--partitions", "2"],
             currentDirectory: TestPaths.repositoryRoot)
         #expect(result.status == 0, "\(result.standardOutput)\n\(result.standardError)")
@@ -81,4 +81,9 @@ struct BenchSoakCommandTests {
         #expect(lines.contains { $0.contains(" cpu ") && $0.contains(" rss ") }, "every sample shows the worker's CPU so far")
         #expect(lines.contains { $0.contains("  routing paused no  ") || $0.contains("  routing paused yes  ") }, "and whether its routing waits")
     }
+}
+
+/// Runs `livedispatch-bench` to completion and captures its output.
+func runBench(_ arguments: [String], currentDirectory: URL? = nil, environment: [String: String] = [:]) throws -> ProcessResult {
+    try runProcess(arguments, executable: TestPaths.livedispatchBench, currentDirectory: currentDirectory, environment: environment)
 }

@@ -2,7 +2,7 @@ import Foundation
 import LiveDispatchCore
 import Testing
 
-/// `livedispatch bench http-attack` against a real worker: every probe of
+/// `livedispatch-bench http-attack` against a real worker: every probe of
 /// the attack suite holds, and the probe listener answers `/healthz` within
 /// 100 ms while 2,000 idle connections hold the main listener.
 @Suite("HTTP attack suite", .serialized)
@@ -24,8 +24,8 @@ struct HTTPAttackTests {
               api_keys:
             \(keys)
             """, probePort: probePort)
-        let result = try runProcess([
-            "bench", "http-attack", "--port", String(port), "--probe-port", String(probePort),
+        let result = try runBench([
+            "http-attack", "--port", String(port), "--probe-port", String(probePort),
             "--ingest-key", Self.keys["ingest"] ?? "", "--read-key", Self.keys["read"] ?? "", "--admin-key", Self.keys["admin"] ?? "",
             "--idle-connections", "2000", "--header-timeout", "4", "--rate-burst", "300",
         ])

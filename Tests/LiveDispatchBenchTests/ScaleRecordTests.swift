@@ -1,7 +1,7 @@
 import LiveDispatchBench
 import Testing
 
-/// What `livedispatch bench scale` computes from its record, called directly.
+/// What `livedispatch-bench scale` computes from its record, called directly.
 @Suite("bench scale: the record and the partition owners")
 struct BenchScaleRecordTests {
     private func near(_ value: Double, _ expected: Double) -> Bool { abs(value - expected) < 1e-9 }

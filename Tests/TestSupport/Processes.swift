@@ -14,6 +14,11 @@ public enum TestPaths {
         productsDirectory.appendingPathComponent("livedispatch")
     }
 
+    /// The `livedispatch-bench` executable built beside it.
+    public static var livedispatchBench: URL {
+        productsDirectory.appendingPathComponent("livedispatch-bench")
+    }
+
     /// The build products directory (`.build/debug` or wherever `swift test` built).
     public static var productsDirectory: URL {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()

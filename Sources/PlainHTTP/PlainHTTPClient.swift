@@ -3,23 +3,23 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// One HTTP/1.1 request over plain TCP to a worker's HTTP listener, for the
-/// CLI and the benchmarks. (Foundation's URLSession would link libcurl into
+/// One HTTP/1.1 request over plain TCP to a worker's HTTP listener, for
+/// `livedispatch` and `livedispatch-bench`. (Foundation's URLSession would link libcurl into
 /// the binary, and the container image carries no such library.)
-enum PlainHTTPClient {
-    struct Response: Sendable {
-        var status: Int
-        var body: [UInt8]
-        var text: String { String(decoding: body, as: UTF8.self) }
+public enum PlainHTTPClient {
+    public struct Response: Sendable {
+        public var status: Int
+        public var body: [UInt8]
+        public var text: String { String(decoding: body, as: UTF8.self) }
     }
 
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
     }
 
     /// Sends `method` to `url` (`http://host:port/path?query`) with `headers`
     /// and an empty body; gives up after `timeout`.
-    static func send(
+    public static func send(
         _ method: HTTPMethod, _ url: String, headers: [(String, String)] = [], timeout: Duration = .seconds(10)
     ) async throws -> Response {
         guard let components = URLComponents(string: url), components.scheme == "http", let host = components.host, !host.isEmpty else {

@@ -41,7 +41,12 @@ struct BenchDispatchCommand: ParsableCommand {
         guard let windowSeconds = WorkerConfiguration.duration(window) else {
             throw ValidationError("--window \(window.debugDescription) is not a duration such as 250ms")
         }
-        let ruleSet = try RulesCommand.loadOrExit(rules)
+        let ruleSet: RuleSet
+        do {
+            ruleSet = try RuleSet.load(directory: rules)
+        } catch {
+            throw BenchError(description: "--rules \(rules): " + error.diagnostics.map(\.description).joined(separator: "\n"))
+        }
         var configuration = PartitionDispatcher.Configuration()
         configuration.coalescer.window = windowSeconds
         configuration.coalescer.maxDelay = max(configuration.coalescer.maxDelay, windowSeconds)

@@ -9,7 +9,7 @@ import LiveDispatchWorker
 import Logging
 import Synchronization
 
-/// `livedispatch bench scale`: workers added and removed under a steady
+/// `livedispatch-bench scale`: workers added and removed under a steady
 /// load against a real broker; per change, what the partitions that did not
 /// move and those that did went through.
 struct BenchScaleCommand: AsyncParsableCommand {
@@ -418,7 +418,7 @@ private struct ScaleRun {
                 + (drained ? "" : "; the drain timed out after \(Int(command.drainTimeout)) s")
                 + String(
                     format: "; this process used %.1f s of CPU, peak RSS %.0f MB", ThreadCPUTime.processSeconds(),
-                    ChildProcess.statusMegabytes("VmHWM:", process: "self")))
+                    ProcessStatus.megabytes("VmHWM:", process: "self")))
         return record.olderAfterNewer > 0 || lost > 0
     }
 }

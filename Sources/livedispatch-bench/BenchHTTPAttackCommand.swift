@@ -4,7 +4,7 @@ import LiveDispatchCore
 import LiveDispatchTesting
 import Synchronization
 
-/// `livedispatch bench http-attack`: probes a running worker's HTTP server
+/// `livedispatch-bench http-attack`: probes a running worker's HTTP server
 /// as an attacker would and prints one row per probe.
 struct BenchHTTPAttackCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -10,7 +10,7 @@ import Logging
 import Metrics
 import Prometheus
 
-/// `livedispatch bench worker`: end-to-end throughput and latency of one worker.
+/// `livedispatch-bench worker`: end-to-end throughput and latency of one worker.
 struct BenchWorkerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "worker",
@@ -89,6 +89,8 @@ struct BenchWorkerCommand: AsyncParsableCommand {
         configuration.rules.path = rules
         configuration.rules.reloadInterval = 0
         configuration.admin.listen = ""
+        // The mock cluster and Tansu hold an empty fetch for its whole wait (see BenchWorkerFile).
+        configuration.kafka.properties["fetch.wait.max.ms"] = String(BenchWorkerFile.testBrokerFetchWaitMilliseconds)
         if let bootstrapServers {
             // A fresh prefix and group per run, so earlier runs' records are not read.
             let run = UUID().uuidString.prefix(6).lowercased()

@@ -4,7 +4,7 @@ import Kafka
 import LiveDispatchCore
 import Logging
 
-/// `livedispatch bench rules-diff`: publishes match and delivery events to
+/// `livedispatch-bench rules-diff`: publishes match and delivery events to
 /// a cluster, then runs `rules diff` over them as a process and prints its
 /// throughput and peak RSS.
 struct BenchRulesDiffCommand: AsyncParsableCommand {
@@ -14,7 +14,7 @@ struct BenchRulesDiffCommand: AsyncParsableCommand {
         discussion: """
             Publishes --events events to sports.scores and delivery.orders (created with --partitions when \
             missing): goals and period changes of --matches matches, order updates of as many orders, and one \
-            record in 10,000 that is not JSON. Then runs `livedispatch rules diff` (this executable) with the \
+            record in 10,000 that is not JSON. Then runs `livedispatch rules diff` (built beside this executable) with the \
             goal rule's alert title changed in a copy of --rules, over the events published (or, with \
             --skip-publish, over the last --since), and prints its summary and stats lines.
             """
@@ -88,7 +88,7 @@ struct BenchRulesDiffCommand: AsyncParsableCommand {
                 .write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
         }
         let process = Process()
-        process.executableURL = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
+        process.executableURL = try ChildProcess.livedispatch()
         process.arguments = ["rules", "diff", directory.path, "--base", rules, "--bootstrap-servers", bootstrapServers, "--since", start, "--stats", "--limit", "1"]
         let output = Pipe()
         let errors = Pipe()

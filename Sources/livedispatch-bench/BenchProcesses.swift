@@ -1,4 +1,5 @@
 import Foundation
+import LiveDispatchBench
 import LiveDispatchTesting
 #if canImport(Glibc)
 import Glibc
@@ -21,12 +22,21 @@ struct BenchWorkerFile {
     var window = "10ms"
     /// The consumer groups' `session.timeout.ms`; members heartbeat four times in it, at most every 500 ms.
     var sessionTimeoutMilliseconds = 6000
+    /// The consumers' `fetch.wait.max.ms`; nil for the worker's default
+    /// (librdkafka's 500 ms long poll). The brokers the benchmarks run
+    /// against, librdkafka's mock cluster and Tansu, hold an empty fetch for
+    /// its whole wait instead of answering when a record arrives, as Apache
+    /// Kafka does, so the benchmarks set a short wait of their own.
+    var fetchWaitMilliseconds: Int? = BenchWorkerFile.testBrokerFetchWaitMilliseconds
     var maxInFlightPerActivity = 256
     /// The worker's default when nil.
     var maxInFlightPerWorker: Int?
     var teamID = BenchFanOutCommand.teamID
     var keyID = BenchFanOutCommand.keyID
     var bundleID = BenchFanOutCommand.bundleID
+
+    /// The fetch wait the benchmarks' brokers need (see `fetchWaitMilliseconds`).
+    static let testBrokerFetchWaitMilliseconds = 10
 
     var yaml: String {
         """
@@ -39,7 +49,7 @@ struct BenchWorkerFile {
           properties:
             log_level: "3"
             session.timeout.ms: "\(sessionTimeoutMilliseconds)"
-            heartbeat.interval.ms: "\(min(500, max(100, sessionTimeoutMilliseconds / 4)))"
+            heartbeat.interval.ms: "\(min(500, max(100, sessionTimeoutMilliseconds / 4)))"\(fetchWaitMilliseconds.map { "\n    fetch.wait.max.ms: \"\($0)\"" } ?? "")
         rules:
           path: \(rules)
           reload_interval: 0
@@ -79,7 +89,7 @@ final class ChildProcess: Sendable {
         logHandle.seekToEndOfFile()
         self.log = log
         process = Process()
-        process.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        process.executableURL = try Self.livedispatch()
         process.arguments = arguments
         process.standardError = logHandle
         process.standardInput = input
@@ -99,6 +109,17 @@ final class ChildProcess: Sendable {
         let exit = self.exit
         process.terminationHandler = { _ in exit.at.withLock { $0 = .now } }
         try process.run()
+    }
+
+    /// The `livedispatch` executable built beside this one: the benchmarks
+    /// run their workers, clusters and simulators with what operators run.
+    static func livedispatch() throws -> URL {
+        let bench = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        let url = bench.deletingLastPathComponent().appendingPathComponent("livedispatch")
+        guard FileManager.default.isExecutableFile(atPath: url.path) else {
+            throw BenchError(description: "no livedispatch executable beside \(bench.path): build both (swift build)")
+        }
+        return url
     }
 
     var isRunning: Bool { process.isRunning }
@@ -138,16 +159,7 @@ final class ChildProcess: Sendable {
     /// `VmRSS` of the process: its resident set now, in MB (nan once gone).
     func residentMegabytes() -> Double { statusMegabytes("VmRSS:") }
 
-    private func statusMegabytes(_ field: String) -> Double { Self.statusMegabytes(field, process: String(process.processIdentifier)) }
-
-    /// A size field of `/proc/PROCESS/status` (`self` for this process), in MB; nan when unreadable.
-    static func statusMegabytes(_ field: String, process: String) -> Double {
-        guard let status = try? String(contentsOfFile: "/proc/\(process)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
-              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
-        else { return .nan }
-        return kilobytes / 1024
-    }
+    private func statusMegabytes(_ field: String) -> Double { ProcessStatus.megabytes(field, process: String(process.processIdentifier)) }
 
     /// SIGTERM (an orderly stop; standard input closed too), then waits for the exit.
     func stop() {
@@ -189,6 +201,8 @@ struct WorkerProcess {
     }
 
     var isRunning: Bool { child.isRunning }
+
+    var processIdentifier: Int32 { child.process.processIdentifier }
 
     /// When the worker was seen to exit; nil while it runs.
     var exitedAt: ContinuousClock.Instant? { child.exitedAt }

@@ -22,7 +22,8 @@ struct BenchStack {
     static func start(
         directory: URL, prefix: String, partitions: Int, rules: String, ruleTopics: [String], simulatorOptions: [String],
         workers: Int, broker: String? = nil, producerLinger: Duration = .milliseconds(5), window: String = "50ms",
-        sessionTimeoutMilliseconds: Int = 6000, idempotentProducer: Bool = false, logger: Logger
+        sessionTimeoutMilliseconds: Int = 6000, idempotentProducer: Bool = false,
+        fetchWaitMilliseconds: Int? = BenchWorkerFile.testBrokerFetchWaitMilliseconds, logger: Logger
     ) async throws -> BenchStack {
         let kafka: ChildProcess?
         if broker == nil {
@@ -61,7 +62,7 @@ struct BenchStack {
                 configuration: BenchWorkerFile(
                     bootstrap: bootstrap, prefix: prefix, partitions: partitions, rules: rules, apnsEndpoint: endpoint,
                     keyPath: keyPath, certificatePath: certificatePath, adminPort: 0, createTopics: kafka == nil, connections: 2,
-                    window: window, sessionTimeoutMilliseconds: sessionTimeoutMilliseconds),
+                    window: window, sessionTimeoutMilliseconds: sessionTimeoutMilliseconds, fetchWaitMilliseconds: fetchWaitMilliseconds),
                 directory: directory)
             do {
                 try await fleet.start(workers)
@@ -124,6 +125,11 @@ final class WorkerFleet: Sendable {
             members.withLock { $0.append(added[added.count - 1]) }
         }
         for member in added { try await member.process.waitUntilReady(admin: member.admin, timeout: 120) }
+    }
+
+    /// Process ids of the workers running and not told to stop.
+    var processIdentifiers: [Int32] {
+        members.withLock { $0.filter { $0.process.isRunning && !$0.stopping }.map(\.process.processIdentifier) }
     }
 
     /// Admin URLs of the workers running and not told to stop.

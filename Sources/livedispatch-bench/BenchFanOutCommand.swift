@@ -12,9 +12,10 @@ import Logging
 import Glibc
 #endif
 import NIOSSL
+import PlainHTTP
 import Synchronization
 
-/// `livedispatch bench fanout`: one update fanned out to N tokens by a worker
+/// `livedispatch-bench fanout`: one update fanned out to N tokens by a worker
 /// running as its own process, beside the APNs client alone.
 struct BenchFanOutCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -7,7 +7,7 @@ import LiveDispatchRules
 import LiveDispatchTesting
 import Logging
 
-/// `livedispatch bench faults`: one scenario under each fault of the matrix,
+/// `livedispatch-bench faults`: one scenario under each fault of the matrix,
 /// against real processes, one row per fault.
 struct BenchFaultsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -7,16 +7,22 @@ import Logging
 import NIOSSL
 import Synchronization
 
-/// `livedispatch bench`: load generators that print throughput and latency.
+/// `livedispatch-bench`: load generators that print throughput and latency.
+/// Those that need a worker, a cluster or a simulator run the `livedispatch`
+/// built beside this executable as child processes.
+@main
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench",
+        commandName: "livedispatch-bench",
         abstract: "Measure LiveDispatch components.",
-        subcommands: [BenchAPNsCommand.self, BenchWorkerCommand.self, BenchDispatchCommand.self, BenchFanOutCommand.self, BenchFaultsCommand.self, BenchScaleCommand.self, BenchSoakCommand.self, BenchHTTPAttackCommand.self, BenchRulesDiffCommand.self]
+        subcommands: [
+            BenchAPNsCommand.self, BenchWorkerCommand.self, BenchDispatchCommand.self, BenchFanOutCommand.self, BenchFaultsCommand.self,
+            BenchScaleCommand.self, BenchSoakCommand.self, BenchHTTPAttackCommand.self, BenchRulesDiffCommand.self, BenchKafkaConsumeCommand.self, BenchIdleCommand.self,
+        ]
     )
 }
 
-/// `livedispatch bench apns`: sends N pushes over C connections with the APNs
+/// `livedispatch-bench apns`: sends N pushes over C connections with the APNs
 /// client and prints `pushes/s` and latency percentiles.
 struct BenchAPNsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

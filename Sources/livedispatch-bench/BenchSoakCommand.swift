@@ -6,7 +6,7 @@ import LiveDispatchCore
 import LiveDispatchRules
 import Logging
 
-/// `livedispatch bench soak`: a worker process under more load than it can
+/// `livedispatch-bench soak`: a worker process under more load than it can
 /// take, for minutes, its resident set sampled: back-pressure must keep it flat.
 struct BenchSoakCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
