@@ -133,6 +133,9 @@ public final class Worker: Sendable {
             // librdkafka warn about every metadata request.
             properties["log_level"] = "3"
         }
+        if embeddedCluster != nil {
+            properties.merge(WorkerConfiguration.embeddedClusterConsumerProperties) { given, _ in given }
+        }
         let client = KafkaClientConfiguration(
             bootstrapServers: bootstrap.split(separator: ",").map(String.init), clientID: "livedispatch",
             properties: properties)

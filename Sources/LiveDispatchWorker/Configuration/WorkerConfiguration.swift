@@ -206,14 +206,27 @@ public struct WorkerConfiguration: Sendable, Hashable {
 
     public init() {}
 
-    /// Consumer settings for low event-to-push latency, unless
-    /// `kafka.properties` says otherwise: a fetch returns as soon as there is
-    /// one record rather than after librdkafka's default 500 ms, which would
-    /// split a burst across coalescing windows. Members heartbeat every
-    /// second rather than every 3: a cooperative rebalance takes two rounds,
-    /// and members learn of each round by their next heartbeat, so a moved
-    /// partition waits about that long between its release and its new owner.
-    public static let lowLatencyConsumerProperties: [String: String] = ["fetch.wait.max.ms": "10", "heartbeat.interval.ms": "1000"]
+    /// The group consumers' settings, unless `kafka.properties` says
+    /// otherwise. Members heartbeat every second rather than every 3: a
+    /// cooperative rebalance takes two rounds, and members learn of each
+    /// round by their next heartbeat, so a moved partition waits about that
+    /// long between its release and its new owner.
+    ///
+    /// `fetch.wait.max.ms` is not set: the consumers long-poll with
+    /// librdkafka's 500 ms, and Apache Kafka answers a waiting fetch as soon
+    /// as a record arrives (`fetch.min.bytes` 1), so an idle worker sends
+    /// each broker about two fetches a second per consumer and a record is
+    /// not held back. Brokers that hold an empty fetch for its whole wait
+    /// (librdkafka's mock cluster, Tansu) need a short wait in
+    /// `kafka.properties`; the embedded cluster gets one by itself
+    /// (`embeddedClusterConsumerProperties`).
+    public static let lowLatencyConsumerProperties: [String: String] = ["heartbeat.interval.ms": "1000"]
+
+    /// What `kafka.bootstrap: embedded` adds to `kafka.properties` unless
+    /// they say otherwise: librdkafka's mock cluster holds an empty fetch
+    /// for its whole `fetch.wait.max.ms` instead of answering when a record
+    /// arrives, so a long poll would delay every record by up to 500 ms.
+    public static let embeddedClusterConsumerProperties: [String: String] = ["fetch.wait.max.ms": "10"]
 
     /// Full name of an internal topic, e.g. `livedispatch.commands`.
     public func topic(_ name: InternalTopic) -> String { kafka.topicPrefix + name.rawValue }

@@ -173,8 +173,10 @@ final class WorkerStack: Sendable {
 
 /// Writes a test worker's configuration file into `directory` and returns its
 /// path: Kafka at `bootstrap` with quick group liveness (a stopped worker's
-/// partitions move within seconds), the shipped rules never reloaded, a 10 s
-/// shutdown bound, then `sections` (YAML) as they are.
+/// partitions move within seconds) and a 10 ms fetch wait (the test brokers,
+/// librdkafka's mock cluster and Tansu, hold an empty fetch for its whole
+/// wait rather than answer when a record arrives), the shipped rules never
+/// reloaded, a 10 s shutdown bound, then `sections` (YAML) as they are.
 func writeWorkerConfiguration(
     in directory: URL, bootstrap: String, group: String, partitions: Int, createTopics: Bool,
     properties: [String: String] = [:], rules: String? = nil, reloadInterval: String = "0", sections: String
@@ -190,6 +192,7 @@ func writeWorkerConfiguration(
           properties:
             session.timeout.ms: "6000"
             heartbeat.interval.ms: "300"
+            fetch.wait.max.ms: "10"
         \(extraProperties)
         rules:
           path: \(rules ?? TestPaths.repositoryRoot.appendingPathComponent("Config/rules").path)
