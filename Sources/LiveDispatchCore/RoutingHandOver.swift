@@ -23,7 +23,10 @@
 /// for, and its next event waits little for that owner.
 ///
 /// A value type: the router feeds it revocations, assignments, the group's
-/// committed offsets and the time, and performs the actions it returns.
+/// committed offsets and the time, and performs the actions it returns; it
+/// keeps one timer armed at ``nextDeadline`` and calls ``expire(now:)``
+/// when it fires. Its time is the router's monotonic clock (the event
+/// loop's uptime): its deadlines are bounds on waits, from no record.
 public struct RoutingHandOver<Partition: Hashable & Sendable>: Sendable {
     public enum Action: Sendable, Equatable {
         /// Read `partition` from `offset` (the next one to read), routing without committing.
@@ -48,9 +51,9 @@ public struct RoutingHandOver<Partition: Hashable & Sendable>: Sendable {
     struct Lingering: Sendable {
         /// The next offset this router would have read when the partition was revoked.
         var from: Int64
-        var since: ContinuousClock.Instant
+        var since: UnixTime
         /// When a record of it was last routed here (or `since`).
-        var lastRouted: ContinuousClock.Instant
+        var lastRouted: UnixTime
         /// The last offset routed here.
         var routedUpTo: Int64?
         /// Set when the new owner is first seen routing: where it must commit to for this router to stop.
@@ -62,7 +65,7 @@ public struct RoutingHandOver<Partition: Hashable & Sendable>: Sendable {
     private var lingering: [Partition: Lingering] = [:]
     private var stopping = false
     /// Set once the router leaves its group: when every hand-over ends at the latest.
-    private var leavingDeadline: ContinuousClock.Instant?
+    private var leavingDeadline: UnixTime?
     /// While leaving, a partition with nothing routed this long stops.
     public static var quietWhenLeaving: Duration { .seconds(1) }
 
@@ -78,7 +81,7 @@ public struct RoutingHandOver<Partition: Hashable & Sendable>: Sendable {
 
     /// The group revoked `partition`; `lastRead` is the last offset read
     /// from it (nil when nothing was: there is no position to go on from).
-    public mutating func revoked(_ partition: Partition, lastRead: Int64?, now: ContinuousClock.Instant) -> Action? {
+    public mutating func revoked(_ partition: Partition, lastRead: Int64?, now: UnixTime) -> Action? {
         guard !stopping, leavingDeadline == nil, let lastRead, lingering[partition] == nil else { return nil }
         lingering[partition] = Lingering(from: lastRead + 1, since: now, lastRouted: now)
         return .start(partition, from: lastRead + 1)
@@ -88,15 +91,15 @@ public struct RoutingHandOver<Partition: Hashable & Sendable>: Sendable {
     /// still owns, with the last offset read from it, is routed on until its
     /// new owner routes it, it is quiet, or `within` has passed. Revocations
     /// after this start nothing.
-    public mutating func leaving(_ owned: [(partition: Partition, lastRead: Int64?)], now: ContinuousClock.Instant, within: Duration) -> [Action] {
+    public mutating func leaving(_ owned: [(partition: Partition, lastRead: Int64?)], now: UnixTime, within: Duration) -> [Action] {
         guard !stopping, leavingDeadline == nil else { return [] }
         let actions = owned.compactMap { revoked($0.partition, lastRead: $0.lastRead, now: now) }
-        leavingDeadline = now + within
+        leavingDeadline = now + within.seconds
         return actions
     }
 
     /// A record of a lingering partition, at `offset`, was routed here.
-    public mutating func routed(_ partition: Partition, offset: Int64, now: ContinuousClock.Instant) {
+    public mutating func routed(_ partition: Partition, offset: Int64, now: UnixTime) {
         guard var entry = lingering[partition] else { return }
         entry.lastRouted = now
         entry.routedUpTo = max(entry.routedUpTo ?? offset, offset)
@@ -125,14 +128,24 @@ public struct RoutingHandOver<Partition: Hashable & Sendable>: Sendable {
         return actions
     }
 
+    /// When ``expire(now:)`` next has something to stop: the earliest
+    /// limit of a lingering partition and, while leaving, the leaving bound
+    /// and the earliest end of a quiet spell. Nil when nothing lingers.
+    public var nextDeadline: UnixTime? {
+        lingering.values.lazy.map { entry in
+            guard let leavingDeadline else { return entry.since + limit.seconds }
+            return min(entry.since + limit.seconds, leavingDeadline, entry.lastRouted + Self.quietWhenLeaving.seconds)
+        }.min()
+    }
+
     /// Stops what has lingered ``limit`` or longer at `now`.
     /// While leaving, also what passed the leaving bound or was quiet.
-    public mutating func expire(now: ContinuousClock.Instant) -> [Action] {
+    public mutating func expire(now: UnixTime) -> [Action] {
         var actions: [Action] = []
         for (partition, entry) in lingering {
-            if now - entry.since >= limit || leavingDeadline.map({ now >= $0 }) == true {
+            if now >= entry.since + limit.seconds || leavingDeadline.map({ now >= $0 }) == true {
                 actions.append(.stop(partition, .timedOut))
-            } else if leavingDeadline != nil, now - entry.lastRouted >= Self.quietWhenLeaving {
+            } else if leavingDeadline != nil, now >= entry.lastRouted + Self.quietWhenLeaving.seconds {
                 actions.append(.stop(partition, .quiet))
             }
         }

@@ -3,7 +3,7 @@ import Testing
 
 @Suite("Routing hand-over: a domain partition given up is routed until its new owner routes it")
 struct RoutingHandOverTests {
-    let start = ContinuousClock.now
+    let start = UnixTime(seconds: 1_000)
 
     @Test("a revoked partition goes on from the offset after the last one read, and stops once the group committed past it")
     func stopsWhenTheNewOwnerCommits() {
@@ -11,7 +11,7 @@ struct RoutingHandOverTests {
         #expect(handOver.revoked(4, lastRead: 99, now: start) == .start(4, from: 100))
         #expect(handOver.partitions == [4])
         // Revoked again while lingering: nothing new.
-        #expect(handOver.revoked(4, lastRead: 120, now: start + .seconds(1)) == nil)
+        #expect(handOver.revoked(4, lastRead: 120, now: start + 1) == nil)
         // The commit this router made at the revocation, or the new owner's
         // before it routed anything: not past where this router stopped.
         #expect(handOver.committed([4: 100]).isEmpty)
@@ -57,11 +57,11 @@ struct RoutingHandOverTests {
     func timesOut() {
         var handOver = RoutingHandOver<Int>(limit: .seconds(30))
         _ = handOver.revoked(1, lastRead: 10, now: start)
-        _ = handOver.revoked(2, lastRead: 20, now: start + .seconds(10))
-        #expect(handOver.expire(now: start + .seconds(29)).isEmpty)
-        #expect(handOver.expire(now: start + .seconds(30)) == [.stop(1, .timedOut)])
-        #expect(handOver.expire(now: start + .seconds(39)).isEmpty)
-        #expect(handOver.expire(now: start + .seconds(40)) == [.stop(2, .timedOut)])
+        _ = handOver.revoked(2, lastRead: 20, now: start + 10)
+        #expect(handOver.expire(now: start + 29).isEmpty)
+        #expect(handOver.expire(now: start + 30) == [.stop(1, .timedOut)])
+        #expect(handOver.expire(now: start + 39).isEmpty)
+        #expect(handOver.expire(now: start + 40) == [.stop(2, .timedOut)])
     }
 
     @Test("stopping ends every hand-over and starts no new one")
@@ -78,12 +78,12 @@ struct RoutingHandOverTests {
         var generator = SplitMix64(seed: 29)
         for _ in 0..<500 {
             var handOver = RoutingHandOver<Int>(limit: .seconds(5))
-            var open: [Int: (from: Int64, since: ContinuousClock.Instant)] = [:]
+            var open: [Int: (from: Int64, since: UnixTime)] = [:]
             var now = start
             var read: [Int: Int64] = [:]
-            var leavingDeadline: ContinuousClock.Instant?
+            var leavingDeadline: UnixTime?
             for _ in 0..<60 {
-                now += .milliseconds(Int64(generator.next() % 2_000))
+                now = now + Double(generator.next() % 2_000) / 1_000
                 let partition = Int(generator.next() % 4)
                 var actions: [RoutingHandOver<Int>.Action] = []
                 let step = generator.next() % 7
@@ -93,14 +93,18 @@ struct RoutingHandOverTests {
                     actions += [handOver.revoked(partition, lastRead: generator.next() % 4 == 0 ? nil : read[partition], now: now)].compactMap { $0 }
                 case 1: actions += [handOver.assigned(partition)].compactMap { $0 }
                 case 2: actions += handOver.committed([partition: read[partition, default: 0] + Int64(generator.next() % 3)])
-                case 3: actions += handOver.expire(now: now)
+                case 3:
+                    let due = handOver.nextDeadline.map { now >= $0 } ?? false
+                    let stopped = handOver.expire(now: now)
+                    #expect(stopped.isEmpty == !due, "expire stops something exactly when the next deadline has passed")
+                    actions += stopped
                 case 4:
                     read[partition, default: 0] += 1
                     handOver.routed(partition, offset: read[partition, default: 0], now: now)
                 case 5 where generator.next() % 4 == 0:
                     let owned = (0..<4).map { (partition: $0, lastRead: read[$0]) }
                     actions += handOver.leaving(owned, now: now, within: .seconds(3))
-                    if leavingDeadline == nil { leavingDeadline = now + .seconds(3) }
+                    if leavingDeadline == nil { leavingDeadline = now + 3 }
                 default: break
                 }
                 for action in actions {
@@ -112,7 +116,7 @@ struct RoutingHandOverTests {
                         let entry = open.removeValue(forKey: partition)
                         #expect(entry != nil, "stopped without a start")
                         if reason == .timedOut, let entry {
-                            #expect(now - entry.since >= .seconds(5) || leavingDeadline.map { now >= $0 } == true)
+                            #expect(now >= entry.since + 5 || leavingDeadline.map { now >= $0 } == true)
                         }
                         if reason == .quiet { #expect(leavingDeadline != nil, "quiet without leaving") }
                     }
@@ -120,7 +124,7 @@ struct RoutingHandOverTests {
                 #expect(Set(handOver.partitions) == Set(open.keys))
                 if step == 3 {
                     for (partition, entry) in open {
-                        #expect(now - entry.since < .seconds(5), "\(partition) lingered past the limit")
+                        #expect(now < entry.since + 5, "\(partition) lingered past the limit")
                         if let leavingDeadline { #expect(now < leavingDeadline, "\(partition) lingered past the leaving bound") }
                     }
                 }
@@ -141,10 +145,10 @@ struct RoutingHandOverTests {
         #expect(handOver.revoked(3, lastRead: 30, now: start) == nil)
         #expect(handOver.leaving([(3, 30)], now: start, within: .seconds(10)).isEmpty)
         // Partition 1 keeps routing records; partition 2 has none.
-        handOver.routed(1, offset: 11, now: start + .milliseconds(600))
-        #expect(handOver.expire(now: start + .milliseconds(900)).isEmpty)
-        handOver.routed(1, offset: 12, now: start + .milliseconds(1_200))
-        #expect(handOver.expire(now: start + .milliseconds(1_500)) == [.stop(2, .quiet)])
+        handOver.routed(1, offset: 11, now: start + 0.6)
+        #expect(handOver.expire(now: start + 0.9).isEmpty)
+        handOver.routed(1, offset: 12, now: start + 1.2)
+        #expect(handOver.expire(now: start + 1.5) == [.stop(2, .quiet)])
         #expect(!handOver.isIdle)
         #expect(handOver.committed([1: 11]).isEmpty)
         #expect(handOver.committed([1: 13]) == [.stop(1, .newOwnerRoutes)])
@@ -156,19 +160,43 @@ struct RoutingHandOverTests {
         var handOver = RoutingHandOver<Int>(limit: .seconds(30))
         _ = handOver.leaving([(5, 50)], now: start, within: .seconds(3))
         for millisecond in stride(from: 100, to: 3_000, by: 100) {
-            let now = start + .milliseconds(millisecond)
+            let now = start + Double(millisecond) / 1_000
             handOver.routed(5, offset: 50 + Int64(millisecond / 100), now: now)
             #expect(handOver.expire(now: now).isEmpty)
         }
-        #expect(handOver.expire(now: start + .seconds(3)) == [.stop(5, .timedOut)])
+        #expect(handOver.expire(now: start + 3) == [.stop(5, .timedOut)])
         #expect(handOver.isIdle)
+    }
+
+    @Test("the next deadline is the earliest limit, and while leaving the leaving bound or the end of a quiet spell; none when nothing lingers")
+    func nextDeadline() {
+        var handOver = RoutingHandOver<Int>(limit: .seconds(30))
+        #expect(handOver.nextDeadline == nil)
+        _ = handOver.revoked(1, lastRead: 10, now: start)
+        _ = handOver.revoked(2, lastRead: 20, now: start + 10)
+        #expect(handOver.nextDeadline == start + 30)
+        #expect(handOver.expire(now: start + 29.999).isEmpty)
+        #expect(handOver.expire(now: start + 30) == [.stop(1, .timedOut)])
+        #expect(handOver.nextDeadline == start + 40)
+        _ = handOver.leaving([(3, 30)], now: start + 31, within: .seconds(5))
+        handOver.routed(2, offset: 21, now: start + 31.5)
+        #expect(handOver.nextDeadline == start + 32, "partition 3, quiet for a second")
+        #expect(handOver.expire(now: start + 32) == [.stop(3, .quiet)])
+        #expect(handOver.nextDeadline == start + 32.5, "partition 2, quiet for a second")
+        handOver.routed(2, offset: 22, now: start + 32.4)
+        handOver.routed(2, offset: 23, now: start + 33.3)
+        handOver.routed(2, offset: 24, now: start + 34.2)
+        handOver.routed(2, offset: 25, now: start + 35.1)
+        #expect(handOver.nextDeadline == start + 36, "the leaving bound")
+        #expect(handOver.expire(now: start + 36) == [.stop(2, .timedOut)])
+        #expect(handOver.nextDeadline == nil)
     }
 
     @Test("quiet partitions stop only when leaving: a rebalance's hand-over waits for the new owner")
     func quietOnlyWhenLeaving() {
         var handOver = RoutingHandOver<Int>(limit: .seconds(30))
         _ = handOver.revoked(7, lastRead: 70, now: start)
-        #expect(handOver.expire(now: start + .seconds(5)).isEmpty)
+        #expect(handOver.expire(now: start + 5).isEmpty)
         #expect(handOver.partitions == [7])
     }
 }

@@ -1,3 +1,4 @@
+import APNs
 import Foundation
 import Kafka
 import LiveDispatchCore
@@ -56,12 +57,23 @@ public final class Router: Service, Sendable {
     private let stage: ConsumerStage
     /// Reads the partitions ``handOver`` keeps routing (no group, no commits).
     private let lingering: KafkaConsumer
-    private let handOver = Mutex(RoutingHandOver<TopicPartition>(limit: Router.handOverLimit))
+    /// The hand-over machine and the one timer armed at its next deadline.
+    private struct HandOver: Sendable {
+        var machine = RoutingHandOver<TopicPartition>(limit: Router.handOverLimit)
+        var timer = MachineTimer<Scheduled<Void>>()
+    }
+    private let handOver = Mutex(HandOver())
+    /// The router's timers and async waits run here; its uptime is the hand-over machine's clock.
+    private let eventLoop: any EventLoop
     /// The longest a partition given up is routed on: long enough for a
     /// broker's second cooperative round and the new owner's first commit.
     static let handOverLimit = Duration.seconds(30)
-    /// How often the group's committed offsets of lingering partitions are read.
+    /// How often the group's committed offsets of lingering partitions are
+    /// read, while a hand-over is under way.
     static let handOverCheck = Duration.milliseconds(250)
+    /// While routing is paused, how often the dispatcher's backlog is read
+    /// again when no ``downstreamMoved()`` came.
+    static let downstreamRecheck = Duration.milliseconds(50)
     /// The longest a stopping router routes what it owned (within
     /// `shutdown.timeout`): one rebalance of its group and the new owners'
     /// first commits. When the whole fleet stops nobody takes over, and each
@@ -73,13 +85,18 @@ public final class Router: Service, Sendable {
     /// revoked, and whenever a hand-over starts or stops or the stage
     /// stops: what the drain and the hand-over watch wait for.
     private let changes: ChangeSignal
+    /// Signalled when routing pauses and when the dispatcher's backlog
+    /// moved while it is paused: what the back-pressure watch waits for.
+    private let downstreamChanges: ChangeSignal
 
     /// - Parameter assigned: called on each assignment of `<group_id>.router`, even an
     ///   empty one: the worker is ready only once both of its groups have assigned it.
     /// - Parameter downstream: the commands waiting for the worker's
     ///   dispatcher (``Dispatcher/backlog``), counted in this stage's
-    ///   back-pressure and looked at every 50 ms: routing pauses while the
-    ///   worker is that far behind on dispatching.
+    ///   back-pressure: routing pauses while the worker is that far behind
+    ///   on dispatching. Read with each event routed or completed, and,
+    ///   while routing is paused, at each ``downstreamMoved()`` or after
+    ///   ``downstreamRecheck`` without one.
     /// - Parameter commandWritten: told where each command this router
     ///   wrote landed (``Dispatcher/commandWritten(_:)``).
     public init(
@@ -114,8 +131,11 @@ public final class Router: Service, Sendable {
         self.commandsTopic = configuration.topic(.commands)
         self.state = Mutex(State(gate: configuration.backpressureGate))
         self.stage = ConsumerStage(consumer: consumer)
-        self.retries = RetryTimer(eventLoop: MultiThreadedEventLoopGroup.singleton.next())
-        self.changes = ChangeSignal(eventLoop: MultiThreadedEventLoopGroup.singleton.next())
+        let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+        self.eventLoop = eventLoop
+        self.retries = RetryTimer(eventLoop: eventLoop)
+        self.changes = ChangeSignal(eventLoop: eventLoop)
+        self.downstreamChanges = ChangeSignal(eventLoop: eventLoop)
     }
 
     public func run() async throws {
@@ -136,8 +156,7 @@ public final class Router: Service, Sendable {
             }
             // Assigned while paused: they wait with the others.
             if paused { try? consumer.pause(partitions) }
-            let stops = handOver.withLock { handOver in partitions.compactMap { handOver.assigned($0) } }
-            perform(stops)
+            handOverInput { handOver, _ in partitions.compactMap { handOver.machine.assigned($0) } }
             assigned?()
         case .revoked(let partitions, let lost):
             let (positions, draining) = state.withLock { state in
@@ -148,9 +167,7 @@ public final class Router: Service, Sendable {
                 }
                 return (positions, state.draining)
             }
-            let now = ContinuousClock.now
-            let starts = handOver.withLock { handOver in positions.compactMap { handOver.revoked($0.0, lastRead: $0.1, now: now) } }
-            perform(starts)
+            handOverInput { handOver, now in positions.compactMap { handOver.machine.revoked($0.0, lastRead: $0.1, now: now) } }
             // Their events in progress no longer count.
             if draining { changes.signal() }
         case .record(let record):
@@ -167,7 +184,7 @@ public final class Router: Service, Sendable {
 
     public var status: Status {
         let assigned = state.withLock { $0.tracker.assignedPartitions }.map { TopicPartition(topic: $0.topic, partition: $0.number) }
-        return Status(assigned: assigned, handingOver: handOver.withLock { $0.partitions }.sorted())
+        return Status(assigned: assigned, handingOver: handOver.withLock { $0.machine.partitions }.sorted())
     }
 
     /// Evaluates one event and enqueues what it produces, in event order.
@@ -361,6 +378,7 @@ public final class Router: Service, Sendable {
             try? consumer.pause(Array(consumer.assignment))
             try? lingering.pause(Array(lingering.assignment))
             metrics.routerPaused(true)
+            downstreamChanges.signal()
         case .resume:
             try? consumer.resume(Array(consumer.assignment))
             try? lingering.resume(Array(lingering.assignment))
@@ -368,21 +386,38 @@ public final class Router: Service, Sendable {
         }
     }
 
-    /// Looks at the dispatcher's backlog every 50 ms: it pauses routing, and
-    /// resumes it, when no event of this stage comes or completes.
+    /// The dispatcher's backlog may have fallen: while routing is paused,
+    /// the back-pressure watch reads it again now. Cheap when routing runs.
+    public func downstreamMoved() {
+        guard state.withLock({ $0.gate.isPaused }) else { return }
+        downstreamChanges.signal()
+    }
+
+    /// Resumes routing, and logs its pauses and resumes, as the
+    /// dispatcher's backlog falls while routing is paused: no event of this
+    /// stage comes or completes then to decide it. While routing runs it
+    /// waits for a pause; while paused it reads the backlog at each
+    /// ``downstreamMoved()``, or after ``downstreamRecheck`` without one.
     private func watchDownstream() async {
         guard let downstream else { return }
         var wasPaused = false
         while !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(50))
+            let seen = downstreamChanges.generation
+            let paused = state.withLock { $0.gate.isPaused }
+            guard paused || wasPaused else {
+                await downstreamChanges.wait(after: seen, timeout: nil)
+                continue
+            }
+            await downstreamChanges.wait(after: seen, timeout: Self.downstreamRecheck)
+            guard !Task.isCancelled else { return }
             let waiting = downstream()
-            let (action, paused, outstanding) = state.withLock { state in
+            let (action, pausedNow, outstanding) = state.withLock { state in
                 (state.backpressure(downstream: waiting), state.gate.isPaused, state.tracker.outstanding)
             }
             applyBackpressure(action)
-            guard paused != wasPaused else { continue }
-            wasPaused = paused
-            logger.info(paused ? "Routing paused: the worker is behind" : "Routing resumed", metadata: [
+            guard pausedNow != wasPaused else { continue }
+            wasPaused = pausedNow
+            logger.info(pausedNow ? "Routing paused: the worker is behind" : "Routing resumed", metadata: [
                 "router.in_progress": "\(outstanding)", "dispatcher.backlog": "\(waiting)",
             ])
         }
@@ -410,6 +445,21 @@ public final class Router: Service, Sendable {
     }
 
     // MARK: Hand-over
+
+    /// Feeds the hand-over machine one input at the router's clock, re-arms
+    /// its timer at its next deadline, and performs its actions.
+    private func handOverInput(_ input: (inout HandOver, UnixTime) -> [RoutingHandOver<TopicPartition>.Action]) {
+        let now = eventLoop.uptime
+        let (actions, replaced) = handOver.withLock { handOver in
+            let actions = input(&handOver, now)
+            let replaced = handOver.timer.arm(at: handOver.machine.nextDeadline, now: now, on: eventLoop) { [weak self] number in
+                self?.handOverInput { handOver, now in handOver.timer.fired(number) ? handOver.machine.expire(now: now) : [] }
+            }
+            return (actions, replaced)
+        }
+        replaced?.cancel()
+        perform(actions)
+    }
 
     private func perform(_ actions: [RoutingHandOver<TopicPartition>.Action]) {
         for action in actions {
@@ -450,8 +500,10 @@ public final class Router: Service, Sendable {
                 for await event in self.lingering.events {
                     guard case .record(let record) = event else { continue }
                     let partition = TopicPartition(topic: record.topic, partition: record.partition)
-                    let now = ContinuousClock.now
-                    self.handOver.withLock { $0.routed(partition, offset: record.offset, now: now) }
+                    self.handOverInput { handOver, now in
+                        handOver.machine.routed(partition, offset: record.offset, now: now)
+                        return []
+                    }
                     self.route(record, tracked: false)
                 }
             }
@@ -467,8 +519,8 @@ public final class Router: Service, Sendable {
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.runLingering() }
-                await self.watchHandOver { stopping.load(ordering: .acquiring) && self.handOver.withLock(\.isIdle) }
-                self.perform(self.handOver.withLock { $0.stop() })
+                await self.watchHandOver { stopping.load(ordering: .acquiring) && self.handOver.withLock(\.machine.isIdle) }
+                self.handOverInput { handOver, _ in handOver.machine.stop() }
                 self.lingering.close()
             }
         } onGracefulShutdown: {
@@ -478,24 +530,33 @@ public final class Router: Service, Sendable {
     }
 
     /// Ends each hand-over once the group's committed offset shows its new
-    /// owner routes the partition, or at its limit; returns when `done`.
-    /// Kafka is read every ``handOverCheck`` only while a hand-over is under
-    /// way; otherwise it waits for ``changes`` (a hand-over starting, the
-    /// stage stopping).
+    /// owner routes the partition; returns when `done`. The machine's own
+    /// deadlines (its limit, the leaving bound, quiet spells) end the others
+    /// through its timer. The committed offsets, another worker's progress,
+    /// are read from Kafka every ``handOverCheck`` only while a hand-over is
+    /// under way; otherwise, and between reads, it waits for ``changes`` (a
+    /// hand-over starting or ending, the stage stopping).
     private func watchHandOver(until done: () -> Bool) async {
+        var nextRead: ContinuousClock.Instant?
         while !Task.isCancelled {
             let seen = changes.generation
             if done() { return }
-            guard !handOver.withLock({ $0.partitions }).isEmpty else {
+            let partitions = handOver.withLock { $0.machine.partitions }
+            guard !partitions.isEmpty else {
+                nextRead = nil
                 await changes.wait(after: seen, timeout: nil)
                 continue
             }
-            try? await Task.sleep(for: Self.handOverCheck)
-            let partitions = handOver.withLock { $0.partitions }
-            guard !partitions.isEmpty else { continue }
+            let due = nextRead ?? ContinuousClock.now + Self.handOverCheck
+            nextRead = due
+            let left = due - ContinuousClock.now
+            guard left <= .zero else {
+                await changes.wait(after: seen, timeout: left)
+                continue
+            }
+            nextRead = ContinuousClock.now + Self.handOverCheck
             let committed = (try? await lingering.committedOffsets(for: partitions, timeout: .seconds(2))) ?? [:]
-            let now = ContinuousClock.now
-            perform(handOver.withLock { $0.committed(committed) + $0.expire(now: now) })
+            handOverInput { handOver, _ in handOver.machine.committed(committed) }
         }
     }
 
@@ -513,8 +574,7 @@ public final class Router: Service, Sendable {
         try? consumer.pause(owned.map(\.partition))
         if await KafkaAdmin.othersMayTakeOver(topics, held: owned.count, configuration: client, logger: logger) {
             let within = min(.seconds(configuration.shutdown.timeout), Self.leavingLimit)
-            let now = ContinuousClock.now
-            perform(handOver.withLock { $0.leaving(owned, now: now, within: within) })
+            handOverInput { handOver, now in handOver.machine.leaving(owned, now: now, within: within) }
         }
         // Each event completing signals ``changes`` from here on.
         let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
