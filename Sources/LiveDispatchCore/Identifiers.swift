@@ -20,14 +20,30 @@ public struct ActivityID: Sendable, Hashable, Comparable, CustomStringConvertibl
     public static func < (lhs: ActivityID, rhs: ActivityID) -> Bool { lhs.rawValue < rhs.rawValue }
 
     /// The rules of a Kafka key the worker stores under: not empty, at most
-    /// `maxLength` UTF-8 bytes, no control characters.
+    /// `maxLength` UTF-8 bytes, no control character and nothing that can
+    /// fake a line or reorder text where the key is printed (logs, the
+    /// console, the CLI): see ``isUnprintable(_:)``.
     static func validate(_ rawValue: String, what: String, maxLength: Int) throws(ValueError) {
         guard !rawValue.isEmpty else { throw ValueError("\(what) is empty") }
         guard rawValue.utf8.count <= maxLength else {
             throw ValueError("\(what) is \(rawValue.utf8.count) bytes, longer than \(maxLength)")
         }
-        guard !rawValue.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-            throw ValueError("\(what) \(rawValue.debugDescription) contains a control character")
+        if let scalar = rawValue.unicodeScalars.first(where: isUnprintable) {
+            let hex = String(scalar.value, radix: 16, uppercase: true)
+            let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+            throw ValueError("\(what) \(rawValue.debugDescription) contains \(code), a control, line-separator or bidirectional-formatting character")
+        }
+    }
+
+    /// A character an identifier may not hold: C0 and C1 controls (U+0085,
+    /// NEXT LINE, among them), DEL, the line and paragraph separators
+    /// U+2028 and U+2029, and the bidirectional formatting characters
+    /// (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which
+    /// reorder what a terminal or browser shows.
+    public static func isUnprintable(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
         }
     }
 }

@@ -10,9 +10,9 @@ import OpenAPIRuntime
 struct APIError: Error, Sendable {
     var status: HTTPResponse.Status
     /// Stable code: 400 `invalid-request`, `invalid-path`, `invalid-json`; 401 `unauthorized`; 403 `forbidden`;
-    /// 404 `not-found`, `no-activity`; 413 `too-large`, `payload-too-large`; 415 `unsupported-media-type`;
-    /// 422 `content-state-mismatch`, `attributes-mismatch`, `app-mismatch`, `undeclared-type`; 429 `rate-limited`;
-    /// 500 `internal`; 503 `unavailable`.
+    /// 404 `not-found`, `no-activity`; 405 `method-not-allowed`; 413 `too-large`, `payload-too-large`;
+    /// 415 `unsupported-media-type`; 422 `content-state-mismatch`, `attributes-mismatch`, `app-mismatch`,
+    /// `undeclared-type`; 429 `rate-limited`; 500 `internal`; 501 `not-implemented`; 503 `unavailable`.
     var code: String
     var message: String
     var problems: [Components.Schemas.Problem] = []

@@ -69,6 +69,11 @@ struct APIKeyTable: Sendable {
         return String(parts[0])
     }
 
+    /// The scopes of the key named so (none for a name no key has).
+    func scopes(ofKey name: String) -> Set<Scope> {
+        keys.values.first { $0.name == name }?.scopes ?? []
+    }
+
     /// Lowercase hex SHA-256, as `http.api_keys` gives each key.
     static func sha256Hex(_ bytes: [UInt8]) -> String {
         SHA256.hash(data: bytes).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()

@@ -181,7 +181,7 @@ struct BrazeRequest: Sendable {
                     problems.append(Problem(pointer: pointer, message: "expected a user alias: {\"alias_name\": …, \"alias_label\": …}, both non-empty strings"))
                     continue
                 }
-                let key = "\(aliasPrefix)\(label):\(name)"
+                let key = aliasKey(label: label, name: name)
                 if let problem = audienceProblem(key) { problems.append(Problem(pointer: pointer, message: problem)) } else { add(key) }
             }
         case let other?: problems.append(Problem(pointer: "/user_aliases", message: "expected an array of user aliases, got \(other.typeName)"))
@@ -192,6 +192,23 @@ struct BrazeRequest: Sendable {
             problems.append(Problem(pointer: "/external_user_ids", message: "external_user_ids and user_aliases name \(count) users together, more than Braze's \(maxRecipients)"))
         }
         return problems.isEmpty ? .success(keys) : .failure(Refusal(problems: problems))
+    }
+
+    /// The audience key of a user alias: `alias:<label>:<name>`, with `%`
+    /// and `:` in the label written `%25` and `%3A`, so the first `:` after
+    /// the prefix ends the label and no two aliases share a key (label
+    /// `a:b` with name `c` is `alias:a%3Ab:c`; label `a` with name `b:c` is
+    /// `alias:a:b:c`).
+    static func aliasKey(label: String, name: String) -> String {
+        var escaped = ""
+        for character in label {
+            switch character {
+            case "%": escaped += "%25"
+            case ":": escaped += "%3A"
+            default: escaped.append(character)
+            }
+        }
+        return aliasPrefix + escaped + ":" + name
     }
 
     private static func audienceProblem(_ key: String) -> String? {

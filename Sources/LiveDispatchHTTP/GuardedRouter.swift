@@ -57,16 +57,25 @@ final class GuardedRouter: ServerTransport {
     private let declared: [String: WorkerConfiguration.APIScope]
     private(set) var routes: [RegisteredRoute] = []
 
-    init(router: Hummingbird.Router<BasicRequestContext>, gate: AccessGate, document: String = OpenAPIDocument.json) throws {
+    /// The methods each path answers, for ``MethodMiddleware``.
+    let methods: RouteMethods
+
+    init(router: Hummingbird.Router<BasicRequestContext>, gate: AccessGate, methods: RouteMethods = RouteMethods(), document: String = OpenAPIDocument.json) throws {
         self.router = router
         self.gate = gate
+        self.methods = methods
         declared = try Self.declaredScopes(document)
     }
 
     /// A route anyone may call.
     func open(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> Response) {
         routes.append(.init(method: method, path: path, access: .open))
+        methods.add(method, path)
         router.on(RouterPath(path), method: method, use: handler)
+        if method == .get {
+            methods.add(.head, path)
+            router.on(RouterPath(path), method: .head) { request, context in HeadAnswer.strip(try await handler(request, context)) }
+        }
     }
 
     /// A route of the generated server: called by `registerHandlers(on:)`.
@@ -77,12 +86,19 @@ final class GuardedRouter: ServerTransport {
         guard let scope = declared[Self.routeKey(method, path)] else { throw UndeclaredRouteAccess(method: method.rawValue, path: path) }
         let access = RouteAccess.key(scope)
         routes.append(.init(method: method, path: path, access: access))
+        methods.add(method, path)
         let gate = gate
-        router.register(
-            { request, body, metadata in
-                if let refusal = gate.refusal(for: request, access: access) { return refusal.openAPIResponse() }
-                return try await handler(request, body, metadata)
-            }, method: method, path: path)
+        let guarded: @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?) = { request, body, metadata in
+            switch gate.admit(request, access: access) {
+            case .failure(let refusal): return refusal.openAPIResponse()
+            case .success(let caller): return try await RequestCaller.$current.withValue(caller) { try await handler(request, body, metadata) }
+            }
+        }
+        router.register(guarded, method: method, path: path)
+        if method == .get {
+            methods.add(.head, path)
+            router.register({ HeadAnswer.strip(try await guarded($0, $1, $2)) }, method: .head, path: path)
+        }
     }
 
     static func routeKey(_ method: HTTPRequest.Method, _ path: String) -> String { method.rawValue + " " + path }
@@ -103,6 +119,15 @@ final class GuardedRouter: ServerTransport {
     }
 }
 
+/// Who calls a route behind a key: the key's name (``AccessGate/keylessReads``
+/// for a keyless loopback read) and its scopes, for the handler's task.
+struct RequestCaller: Sendable, Hashable {
+    var name: String
+    var scopes: Set<WorkerConfiguration.APIScope>
+
+    @TaskLocal static var current: RequestCaller?
+}
+
 /// Decides, for a route that needs a key, whether a request may run it:
 /// the key and its scope (``APIKeyTable``), the key's rate limit
 /// (``RateLimiter``), and that a body is declared `application/json`: an
@@ -121,38 +146,69 @@ final class AccessGate: Sendable {
 
     /// Nil when the request may run the route, else the answer to give instead.
     func refusal(for request: HTTPRequest, access: RouteAccess) -> APIError? {
-        guard case .key(let scope) = access else { return nil }
-        let key: String?
+        if case .failure(let refusal) = admit(request, access: access) { return refusal }
+        return nil
+    }
+
+    /// Who calls the route (nil for an open one), or the answer to give instead.
+    func admit(_ request: HTTPRequest, access: RouteAccess) -> Result<RequestCaller?, APIError> {
+        guard case .key(let scope) = access else { return .success(nil) }
+        let caller: RequestCaller
         switch table.authorize(request.headerFields[.authorization], needs: scope, host: request.authority) {
-        case .open: key = nil
-        case .allowed(let name): key = name
-        case .unauthorized(let message): return APIError(status: .unauthorized, code: "unauthorized", message: message)
-        case .forbidden(let message): return APIError(status: .forbidden, code: "forbidden", message: message)
-        }
-        if let key {
-            let now = clock()
-            if case .refuse(let wait) = limiter.withLock({ $0.admit(key, at: now) }) {
-                let seconds = RateLimiter.retryAfterSeconds(wait)
-                return APIError(
-                    status: .tooManyRequests, code: "rate-limited",
-                    message: "the API key's rate limit is spent (http.rate_limit); retry after \(seconds)s", retryAfter: seconds)
+        case .open:
+            if let site = Self.crossSite(request) {
+                return .failure(APIError(
+                    status: .forbidden, code: "forbidden",
+                    message: "a read without a key is answered only to this machine's own pages and tools; this request came from \(site)"))
             }
+            caller = RequestCaller(name: Self.keylessReads, scopes: [.read])
+        case .allowed(let name): caller = RequestCaller(name: name, scopes: table.scopes(ofKey: name))
+        case .unauthorized(let message): return .failure(APIError(status: .unauthorized, code: "unauthorized", message: message))
+        case .forbidden(let message): return .failure(APIError(status: .forbidden, code: "forbidden", message: message))
+        }
+        let now = clock()
+        if case .refuse(let wait) = limiter.withLock({ $0.admit(caller.name, at: now) }) {
+            let seconds = RateLimiter.retryAfterSeconds(wait)
+            let whose = caller.name == Self.keylessReads ? "keyless loopback reads share one rate limit" : "the API key's rate limit"
+            return .failure(APIError(
+                status: .tooManyRequests, code: "rate-limited",
+                message: "\(whose) is spent (http.rate_limit); retry after \(seconds)s", retryAfter: seconds))
         }
         let contentType = request.headerFields[.contentType]
         if contentType.map({ !Self.isJSON($0) }) ?? Self.hasBody(request) {
-            return APIError(
+            return .failure(APIError(
                 status: .unsupportedMediaType, code: "unsupported-media-type",
-                message: "a body sent to this route needs Content-Type: application/json; got \((contentType ?? "none").debugDescription)")
+                message: "a body sent to this route needs Content-Type: application/json; got \((contentType ?? "none").debugDescription)"))
         }
-        return nil
+        return .success(caller)
+    }
+
+    /// The rate limiter's name for every read without a key: they share one
+    /// limit, as one key would. (No configured key can have this name: it
+    /// holds a space.)
+    static let keylessReads = "keyless reads"
+
+    /// Where a request came from when a browser says it came from another
+    /// site: `Sec-Fetch-Site: cross-site`, or an `Origin` whose host is not
+    /// loopback (`null` included). Nil for tools (no such header) and for
+    /// the console's own pages.
+    static func crossSite(_ request: HTTPRequest) -> String? {
+        let site = request.headerFields.first { $0.name.canonicalName == "sec-fetch-site" }?.value
+        if let site, site.trimmingCharacters(in: .whitespaces).lowercased() == "cross-site" {
+            return "another site (Sec-Fetch-Site: cross-site)"
+        }
+        guard let origin = request.headerFields[.origin] else { return nil }
+        let authority = origin.split(separator: "://", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
+        if let host = APIKeyTable.hostName(ofHeader: authority), APIKeyTable.isLoopback(host: host) { return nil }
+        return "the page of origin \(origin.debugDescription)"
     }
 
     /// Whether the head announces a body (a length above 0, or chunks).
     static func hasBody(_ request: HTTPRequest) -> Bool {
         if request.headerFields[.transferEncoding] != nil { return true }
         guard let length = request.headerFields[.contentLength] else { return false }
-        // Any other value, a malformed one included, announces a body.
-        return length.trimmingCharacters(in: .whitespaces) != "0"
+        // A length is a number (`0` and `00` alike); a malformed one announces a body.
+        return Int(length.trimmingCharacters(in: .whitespaces)).map { $0 != 0 } ?? true
     }
 
     /// `application/json`, in any case, with or without parameters (`; charset=utf-8`).

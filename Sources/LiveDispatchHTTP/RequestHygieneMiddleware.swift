@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -11,12 +12,44 @@ struct RequestHygieneMiddleware<Context: RequestContext>: RouterMiddleware {
         var response: Response
         if let problem = RequestPath.problem(request.uri.path) {
             response = APIError(status: .badRequest, code: "invalid-path", message: "the path \(request.uri.path.debugDescription) \(problem)").response()
+        } else if let refusal = RequestFraming.refusal(request.headers) {
+            response = refusal.response()
         } else {
             response = try await next(request, context)
         }
         response.headers[.xContentTypeOptions] = "nosniff"
         if response.headers[.cacheControl] == nil { response.headers[.cacheControl] = "no-store" }
         return response
+    }
+}
+
+/// What the head says of the request's framing, refused where RFC 9112
+/// refuses it: a second `Host` (400; the first became the authority), a
+/// `Transfer-Encoding` other than plain `chunked` (501: no coding is
+/// decoded, so `gzip, chunked` would be read as its compressed bytes), and
+/// a `Content-Length` that is not one number (400). Pure.
+enum RequestFraming {
+    static func refusal(_ headers: HTTPFields) -> APIError? {
+        if headers.contains(where: { $0.name.canonicalName == "host" }) {
+            return APIError(status: .badRequest, code: "invalid-request", message: "the request has more than one Host header")
+        }
+        let encodings = headers[values: .transferEncoding]
+        if !encodings.isEmpty {
+            let codings = encodings.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            if codings != ["chunked"] {
+                return APIError(
+                    status: .notImplemented, code: "not-implemented",
+                    message: "Transfer-Encoding \(encodings.joined(separator: ", ").debugDescription) is not supported; send the body plain or as chunked only")
+            }
+        }
+        let lengths = Set(headers[values: .contentLength].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) })
+        if !lengths.isEmpty {
+            let numbers = Set(lengths.map { length in length.allSatisfy(\.isASCIIDigit) ? Int(length) : nil })
+            if numbers.count != 1 || numbers.contains(nil) {
+                return APIError(status: .badRequest, code: "invalid-request", message: "Content-Length \(lengths.sorted().joined(separator: ", ").debugDescription) is not one length")
+            }
+        }
+        return nil
     }
 }
 
@@ -70,4 +103,9 @@ enum RequestPath {
         default: nil
         }
     }
+}
+
+extension Character {
+    /// `0` to `9`, and nothing else that Unicode calls a digit.
+    var isASCIIDigit: Bool { isASCII && isNumber }
 }

@@ -14,7 +14,7 @@ extension WorkerAPI {
         case .unavailable(let answer)?: return .serviceUnavailable(answer)
         case nil: break
         }
-        return .ok(.init(body: .json(.init(deadLetters: Self.entries(query), scanned: query.scanned))))
+        return .ok(.init(body: .json(.init(deadLetters: Self.entries(query), scanned: query.scanned, truncated: query.truncated))))
     }
 
     /// A query's newest matches as the API lists them.

@@ -2,6 +2,8 @@ import Foundation
 import Kafka
 import LiveDispatchCore
 import LiveDispatchRules
+import LiveDispatchWorker
+import Synchronization
 
 /// The routes of `openapi.yaml`. Ingest: each request becomes the same
 /// `ActivityCommand` or `TokenRegistration` a backend would write to Kafka,
@@ -68,8 +70,14 @@ struct WorkerAPI: APIProtocol {
         /// Reads every partition of `topics` from its first record at
         /// `since` (milliseconds since the epoch) or later to the end, at
         /// most `limit` records spread over the partitions (each its share,
-        /// its most recent), a batch at a time.
-        var read: @Sendable (_ topics: [String], _ since: Int64, _ limit: Int, _ body: ([KafkaRecord]) -> Void) async throws -> Void
+        /// its most recent), a batch at a time; an error `body` throws stops it.
+        var read: @Sendable (_ topics: [String], _ since: Int64, _ limit: Int, _ body: ([KafkaRecord]) throws -> Void) async throws -> Void
+        /// What one diff may cost a caller with the `read` scope only, and one with `admin`.
+        var readBudget = WorkerConfiguration().http.rulesDiffRead
+        var adminBudget = WorkerConfiguration().http.rulesDiffAdmin
+        /// The callers whose diff is running: one at a time per key.
+        var running = RulesDiffRuns()
+        var clock: @Sendable () -> ContinuousClock.Instant = { .now }
     }
 
     /// What became of one request.

@@ -94,7 +94,8 @@ public struct WorkerHTTPServer: Service {
             hasNoState: Self.noStateReader(dispatcher: dispatcher, client: components.kafka, topic: configuration.topic(.commands), logger: components.logger),
             rulesDiff: WorkerAPI.RulesDiffSource(
                 rulesDirectory: configuration.rules.path, maxEventBytes: configuration.limits.maxEventBytes,
-                read: Self.timeReader(client: components.kafka, logger: components.logger, gate: gate)),
+                read: Self.timeReader(client: components.kafka, logger: components.logger, gate: gate),
+                readBudget: configuration.http.rulesDiffRead, adminBudget: configuration.http.rulesDiffAdmin),
             logger: components.logger, tracer: components.tracing?.tracer, onListening: onListening)
     }
 
@@ -162,6 +163,20 @@ public struct WorkerHTTPServer: Service {
     }
 
     /// The addresses of `admin.listen` and `admin.probe_listen` (none when empty).
+    /// The web console's address for a server bound to `listen` (`host:port`
+    /// or `[ipv6]:port`) and listening on `port`: a wildcard host is reached
+    /// on loopback, an IPv6 host in brackets.
+    public static func consoleAddress(listen: String, port: Int) -> String {
+        let host = WorkerConfiguration.hostAndPort(listen, ports: 0...65535)?.host ?? "127.0.0.1"
+        let reached =
+            switch host {
+            case "", "0.0.0.0": "127.0.0.1"
+            case "::": "::1"
+            default: host
+            }
+        return "http://\(reached.contains(":") ? "[\(reached)]" : reached):\(port)/"
+    }
+
     static func addresses(listen: String, probeListen: String) throws -> (host: String, port: Int, probe: (host: String, port: Int)?) {
         guard let (host, port) = WorkerConfiguration.hostAndPort(listen, ports: 0...65535) else {
             throw WorkerStartError("admin.listen: expected host:port or [ipv6]:port, got \(listen.debugDescription)")
@@ -234,14 +249,16 @@ public struct WorkerHTTPServer: Service {
         clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }, tracer: LiveDispatchTracer? = nil
     ) throws -> (Hummingbird.Router<BasicRequestContext>, GuardedRouter) {
         let router = Hummingbird.Router(context: BasicRequestContext.self)
+        let methods = RouteMethods()
         router.add(middleware: RequestHygieneMiddleware())
         if let tracer { router.add(middleware: TracingMiddleware(tracer: tracer)) }
         router.add(middleware: ErrorResponseMiddleware(logger: logger))
+        router.add(middleware: MethodMiddleware(methods: methods))
         router.add(middleware: BodyLimitMiddleware(maxBytes: configuration.maxBodyBytes))
         let gate = AccessGate(
             table: APIKeyTable(configuration.apiKeys, openReads: openReads),
             limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst), clock: clock)
-        let routes = try GuardedRouter(router: router, gate: gate)
+        let routes = try GuardedRouter(router: router, gate: gate, methods: methods)
         Self.addHealthRoutes(to: routes, health: health, exposition: exposition)
         ConsoleAssets.addRoutes(to: routes)
         routes.open(.get, "/v1/openapi.json") { _, _ in
@@ -323,7 +340,7 @@ public struct WorkerHTTPServer: Service {
     /// Reads every partition of the topics from a time on (the partition
     /// reader, by timestamp), at most a limit of records spread over the
     /// partitions, under the same gate as the other reads.
-    static func timeReader(client: KafkaClientConfiguration, logger: Logger, gate: ScanGate) -> @Sendable ([String], Int64, Int, ([KafkaRecord]) -> Void) async throws -> Void {
+    static func timeReader(client: KafkaClientConfiguration, logger: Logger, gate: ScanGate) -> @Sendable ([String], Int64, Int, ([KafkaRecord]) throws -> Void) async throws -> Void {
         { topics, since, limit, body in
             try gate.enter()
             defer { gate.leave() }
@@ -332,7 +349,7 @@ public struct WorkerHTTPServer: Service {
                 (0..<Int32(clamping: counts[topic] ?? 0)).map { TopicPartition(topic: topic, partition: $0) }
             }
             let reader = KafkaPartitionReader(configuration: client, logger: logger)
-            try await reader.readSample(partitions, since: since, limit: limit, timeout: .seconds(10)) { body($0) }
+            try await reader.readSample(partitions, since: since, limit: limit, timeout: .seconds(10)) { try body($0) }
         }
     }
 

@@ -47,13 +47,6 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 
-    /// The web console's address for a server bound to `listen` (host:port)
-    /// on `port`: a wildcard host is reached on loopback.
-    static func consoleAddress(listen: String, port: Int) -> String {
-        let host = listen.split(separator: ":").first.map(String.init) ?? "127.0.0.1"
-        return "http://\(host.isEmpty || host == "0.0.0.0" ? "127.0.0.1" : host):\(port)/"
-    }
-
     func run() async throws {
         MallocTuning.apply(environment: ProcessInfo.processInfo.environment)
         let level = logLevel.flatMap(Logger.Level.init(rawValue:))
@@ -102,7 +95,7 @@ struct RunCommand: AsyncParsableCommand {
                 logger: logger,
                 http: { components in
                     try WorkerHTTPServer(components: components, exposition: { registry.emitToBuffer() }) { port in
-                        printLine("console: \(Self.consoleAddress(listen: components.configuration.admin.listen, port: port))")
+                        printLine("console: \(WorkerHTTPServer.consoleAddress(listen: components.configuration.admin.listen, port: port))")
                     }
                 },
                 waitingHTTP: { components in

@@ -162,6 +162,23 @@ struct IdentifierTests {
     }
 
     @Test(
+        "identifiers refuse what can fake a log line or reorder printed text: C1 controls, line separators, bidi controls",
+        arguments: ["\u{85}", "\u{9B}", "\u{2028}", "\u{2029}", "\u{202E}", "\u{2066}", "\u{200F}", "\u{61C}"])
+    func unprintableIdentifiers(character: String) {
+        let text = "match" + character + "42"
+        let code = character.unicodeScalars.first.map { String($0.value, radix: 16, uppercase: true) } ?? ""
+        #expect(throws: ValueError.self) { try ActivityID(text) }
+        #expect(throws: ValueError.self) { try AudienceKey(text) }
+        do {
+            _ = try ActivityID(text)
+        } catch {
+            #expect(error.description.contains("U+" + String(repeating: "0", count: max(0, 4 - code.count)) + code), "\(error)")
+        }
+        // Text in other scripts, emoji and marks stays an id.
+        #expect(throws: Never.self) { try ActivityID("مباراة-٤٢ 🏈 café") }
+    }
+
+    @Test(
         "ISO-8601 dates",
         arguments: [
             ("2025-11-24T18:00:00Z", 1_764_007_200.0),

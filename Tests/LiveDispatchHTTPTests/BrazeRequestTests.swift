@@ -96,6 +96,14 @@ struct BrazeRequestTests {
             == ["/activity_attributes_type"])
     }
 
+    @Test("two user aliases that differ only in where the colon falls are two audiences")
+    func aliasKeysAreUnambiguous() throws {
+        let base = #""app_id": "scores", "activity_id": "a", "content_state": {}, "activity_attributes_type": "T", "activity_attributes": {}, "notification": {"alert": {"title": "t", "body": "b"}}"#
+        let aliases = #"[{"alias_label": "a:b", "alias_name": "c"}, {"alias_label": "a", "alias_name": "b:c"}, {"alias_label": "50%", "alias_name": "d"}]"#
+        let made = try command(.start, "{\(base), \"user_aliases\": \(aliases)}").get()
+        #expect(made.audiences.map(\.rawValue).sorted() == ["alias:50%25:d", "alias:a%3Ab:c", "alias:a:b:c"])
+    }
+
     @Test("Braze's apple_push: localized keys, sound and content-available are honoured; a string alert, a badge or a half alert are refused")
     func notification() throws {
         let localized = try command(.update, #"{"app_id": "scores", "activity_id": "a", "content_state": {}, "notification": {"alert": {"title_loc_key": "GOAL", "title_loc_args": ["Ada"], "body": "2-1"}, "sound": "default", "content-available": true}}"#).get()

@@ -54,3 +54,48 @@ struct ScanGateTests {
         gate.leave()
     }
 }
+
+@Suite("Dead letter query, bounded in bytes")
+struct DeadLetterQueryBytesTests {
+    func letter(_ activity: String, at seconds: Double, padding: Int = 0) -> [UInt8] {
+        DeadLetter(
+            reason: .invalidCommand, message: String(repeating: "x", count: padding), activityID: try? ActivityID(activity),
+            deadLetteredAt: UnixTime(seconds: seconds)
+        ).json.serialized()
+    }
+
+    @Test("an answer carries at most maxBytes of letters, newest first, and says it was cut")
+    func capped() {
+        let size = letter("a", at: 39, padding: 1_000).count
+        var query = DeadLetterQuery(activity: nil, reason: nil, limit: 500, maxBytes: size * 5 + size / 2)
+        for offset in 0..<40 {
+            query.consider(partition: Int32(offset % 3), offset: Int64(offset), value: letter("a", at: Double(offset), padding: 1_000))
+        }
+        #expect(query.newest.count == 5)
+        #expect(query.newest.map(\.letter.deadLetteredAt.seconds) == [39, 38, 37, 36, 35])
+        #expect(query.newest.reduce(0) { $0 + $1.bytes } <= query.maxBytes)
+        #expect(query.truncated)
+    }
+
+    @Test("what fits is not marked cut; a letter larger than the whole budget is left out and marks the answer cut")
+    func fitsAndOversized() {
+        let size = letter("a", at: 1).count
+        var query = DeadLetterQuery(activity: nil, reason: nil, limit: 10, maxBytes: size * 10)
+        for offset in 0..<3 { query.consider(partition: 0, offset: Int64(offset), value: letter("a", at: Double(offset))) }
+        #expect(query.newest.count == 3)
+        #expect(!query.truncated)
+        query.consider(partition: 1, offset: 0, value: letter("a", at: 99, padding: size * 10))
+        #expect(query.newest.count == 3)
+        #expect(query.truncated)
+    }
+
+    @Test("memory per partition stays within twice the budget however many large letters match")
+    func boundedMemory() {
+        // The largest letter of the run (its time has the most digits), so any three fit.
+        let size = letter("a", at: 299, padding: 10_000).count
+        var query = DeadLetterQuery(activity: nil, reason: nil, limit: 500, maxBytes: size * 3)
+        for offset in 0..<300 { query.consider(partition: 0, offset: Int64(offset), value: letter("a", at: Double(offset), padding: 10_000)) }
+        #expect(query.newest.map(\.offset) == [299, 298, 297])
+        #expect(query.keptCount <= 6)
+    }
+}

@@ -23,7 +23,7 @@ struct DocumentTruthTests {
             #expect(throws: Never.self) { try ActivityID(accepted) }
             #expect(matches(accepted), "\(accepted.count) characters")
         }
-        for refused in [String(repeating: "a", count: 257), "", "line\nbreak"] {
+        for refused in [String(repeating: "a", count: 257), "", "line\nbreak", "next\u{85}line", "fake\u{2028}line", "bidi\u{202E}text"] {
             #expect(throws: (any Error).self) { try ActivityID(refused) }
             #expect(!matches(refused), "\(refused.count) characters")
         }

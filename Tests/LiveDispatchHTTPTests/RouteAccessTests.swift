@@ -115,6 +115,64 @@ struct RouteAccessTests {
         }
     }
 
+    @Test("keyless loopback reads share one rate limit, as a key does")
+    func keylessRateLimit() async throws {
+        var http = WorkerConfiguration().http
+        http.rateLimit = 1
+        http.rateBurst = 3
+        // The limiter's clock stands still, so no token comes back during the test.
+        let now = ContinuousClock.now
+        let server = try InProcessServer(openReads: true, http: http, clock: { now })
+        try await server.application.test(.router) { client in
+            var statuses: [Int] = []
+            for _ in 0..<5 {
+                try await client.execute(uri: "/v1/dead-letters", method: .get, headers: [:]) { response in
+                    statuses.append(Int(response.status.code))
+                    if response.status == .tooManyRequests {
+                        #expect(String(buffer: response.body).contains("keyless loopback reads share one rate limit"))
+                        #expect(response.headers[.retryAfter] != nil)
+                    }
+                }
+            }
+            #expect(statuses.prefix(3).allSatisfy { $0 == 200 }, "\(statuses)")
+            #expect(statuses.suffix(2).allSatisfy { $0 == 429 }, "\(statuses)")
+            // A key has its own limit, untouched by the keyless ones.
+            try await client.execute(uri: "/v1/dead-letters", method: .get, headers: InProcessServer.bearer("read-key")) { response in
+                #expect(response.status == .ok)
+            }
+        }
+    }
+
+    @Test("a keyless read from another site's page is refused 403; the console's own pages and tools are answered")
+    func crossSiteKeyless() async throws {
+        let server = try InProcessServer(openReads: true)
+        let site = try #require(HTTPField.Name("Sec-Fetch-Site"))
+        try await server.application.test(.router) { client in
+            let refused: [HTTPFields] = [
+                [site: "cross-site"], [.origin: "https://evil.example"],
+                [.origin: "null"], [.origin: "http://127.0.0.1.evil.example:9464"],
+            ]
+            for headers in refused {
+                try await client.execute(uri: "/v1/dead-letters", method: .get, headers: headers) { response in
+                    #expect(response.status == .forbidden, "\(headers)")
+                }
+                try await client.execute(uri: "/v1/rules/explain", method: .post, headers: headers + [.contentType: "application/json"], body: ByteBuffer(string: "{}")) { response in
+                    #expect(response.status == .forbidden, "explain with \(headers)")
+                }
+            }
+            let answered: [HTTPFields] = [
+                [:], [site: "same-origin"], [.origin: "http://127.0.0.1:9464"],
+                [.origin: "http://[::1]:9464", site: "same-site"], [.origin: "http://localhost:9464"],
+                InProcessServer.bearer("read-key") + [.origin: "https://evil.example", site: "cross-site"],
+            ]
+            for headers in answered {
+                try await client.execute(uri: "/v1/dead-letters", method: .get, headers: headers) { response in
+                    #expect(response.status == .ok, "\(headers)")
+                }
+            }
+        }
+    }
+
     @Test("a body must be declared application/json: a form's content types are refused with 415")
     func contentTypeRequired() async throws {
         let server = try InProcessServer(openReads: true)

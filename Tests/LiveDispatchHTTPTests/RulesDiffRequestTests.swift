@@ -23,5 +23,14 @@ struct RulesDiffRequestTests {
         let files = try WorkerAPI.files(replacing: ["sports.yaml": "new sports", "extra.yml": "extra"], in: directory.path)
         let byName = Dictionary(uniqueKeysWithValues: files.map { (($0.name as NSString).lastPathComponent, $0.text) })
         #expect(byName == ["sports.yaml": "new sports", "delivery.yaml": "delivery", "extra.yml": "extra"])
+        // Named inside the directory, so a diagnostic never shows the server's path.
+        #expect(Set(files.map(\.name)) == ["sports.yaml", "delivery.yaml", "extra.yml"])
+        do {
+            _ = try RuleSet.compile(files: files)
+            Issue.record("the files are not rules")
+        } catch {
+            #expect(!error.diagnostics.isEmpty)
+            for diagnostic in error.diagnostics { #expect(!diagnostic.description.contains(directory.path), "\(diagnostic)") }
+        }
     }
 }

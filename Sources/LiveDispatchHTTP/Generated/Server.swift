@@ -2791,9 +2791,13 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// records of the last `minutes`, read by timestamp from every
     /// partition of the topics either set reads, without joining a group
     /// or committing. At most `limit_events` events are read, spread over
-    /// every partition (each gives its share, its most recent); one read of
-    /// Kafka for the read routes runs at a time (429 otherwise). Nothing
-    /// is produced. Needs a key with the `read` scope.
+    /// every partition (each gives its share, its most recent), within the
+    /// caller's budget of events and seconds (`http.rules_diff_*`; a key
+    /// with the `admin` scope has the larger one): a run that reaches it
+    /// stops and answers with what it has, with `cut` (`events` or
+    /// `seconds`) and the `budget` it had. Each key runs one diff at a time
+    /// (429 otherwise), and one read of Kafka for the read routes runs at a
+    /// time. Nothing is produced. Needs a key with the `read` scope.
     ///
     ///
     /// - Remark: HTTP `POST /v1/rules/diff`.

@@ -1552,21 +1552,29 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/DeadLetterList/scanned`.
             internal var scanned: Swift.Int
+            /// True when a matching dead letter was left out because the answer carries at most 4 MiB of them.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DeadLetterList/truncated`.
+            internal var truncated: Swift.Bool
             /// Creates a new `DeadLetterList`.
             ///
             /// - Parameters:
             ///   - deadLetters:
             ///   - scanned: How many records of the topic were read.
+            ///   - truncated: True when a matching dead letter was left out because the answer carries at most 4 MiB of them.
             internal init(
                 deadLetters: [Components.Schemas.DeadLetterEntry],
-                scanned: Swift.Int
+                scanned: Swift.Int,
+                truncated: Swift.Bool
             ) {
                 self.deadLetters = deadLetters
                 self.scanned = scanned
+                self.truncated = truncated
             }
             internal enum CodingKeys: String, CodingKey {
                 case deadLetters = "dead_letters"
                 case scanned
+                case truncated
             }
         }
         /// - Remark: Generated from `#/components/schemas/RuleOutcome`.

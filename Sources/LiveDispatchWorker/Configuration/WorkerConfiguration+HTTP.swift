@@ -22,6 +22,24 @@ extension WorkerConfiguration {
         public var rateBurst = 200
         /// The keys that may call the API; empty refuses every write.
         public var apiKeys: [APIKey] = []
+        /// What one `POST /v1/rules/diff` may cost a key with the `read`
+        /// scope only (and a keyless loopback read).
+        public var rulesDiffRead = RulesDiffBudget(events: 200_000, seconds: 10)
+        /// What one `POST /v1/rules/diff` may cost a key with the `admin` scope.
+        public var rulesDiffAdmin = RulesDiffBudget(events: 1_000_000, seconds: 60)
+    }
+
+    /// The most one rules diff may do: events read and evaluated by both
+    /// rule sets, and seconds. A run that reaches either stops there and
+    /// answers with what it has, marked cut.
+    public struct RulesDiffBudget: Sendable, Hashable {
+        public var events: Int
+        public var seconds: Double
+
+        public init(events: Int, seconds: Double) {
+            self.events = events
+            self.seconds = seconds
+        }
     }
 
     /// What an API key may do.

@@ -23,6 +23,7 @@ final class InProcessServer: Sendable {
     /// The keys the server knows: (secret, name, scopes).
     static let secrets: [(secret: String, name: String, scopes: Set<WorkerConfiguration.APIScope>)] = [
         ("ingest-key", "backend", [.ingest]), ("read-key", "viewer", [.read]), ("admin-key", "operator", [.admin]),
+        ("read-admin-key", "operator-reader", [.read, .admin]),
     ]
     static var keys: [WorkerConfiguration.APIKey] {
         secrets.map { .init(name: $0.name, sha256: APIKeyTable.sha256Hex(Array($0.secret.utf8)), scopes: $0.scopes) }
@@ -52,7 +53,8 @@ final class InProcessServer: Sendable {
         openReads: Bool = false, http: WorkerConfiguration.HTTP = WorkerConfiguration().http, records: [String: [KafkaRecord]] = [:],
         currentState: @escaping @Sendable (ActivityID) -> ActivityState? = { _ in nil }, tracer: LiveDispatchTracer? = nil,
         apps: AppDirectory = .unchecked, brazeApps: BrazeApps = BrazeApps(),
-        hasNoState: @escaping @Sendable (ActivityID) async -> Bool = { _ in false }
+        hasNoState: @escaping @Sendable (ActivityID) async -> Bool = { _ in false }, rulesDiff: WorkerAPI.RulesDiffSource? = nil,
+        clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) throws {
         let recorder = Recorder(records: records)
         self.recorder = recorder
@@ -71,11 +73,11 @@ final class InProcessServer: Sendable {
             readTopic: { topic, _, body in
                 recorder.reads.withLock { $0.append(topic) }
                 for record in recorder.records.withLock({ $0[topic] ?? [] }) { body(record) }
-            }, apps: apps, brazeApps: brazeApps, currentState: currentState, hasNoState: hasNoState)
+            }, apps: apps, brazeApps: brazeApps, currentState: currentState, hasNoState: hasNoState, rulesDiff: rulesDiff)
         let (router, guarded) = try WorkerHTTPServer.router(
             api: api, configuration: configuration, openReads: openReads,
             health: .init(isReady: { true }, status: { "{}" }), exposition: { Array("livedispatch_up 1\n".utf8) },
-            logger: Logger(label: "test"), tracer: tracer)
+            logger: Logger(label: "test"), clock: clock, tracer: tracer)
         routes = guarded.routes
         self.router = router.buildResponder()
     }
