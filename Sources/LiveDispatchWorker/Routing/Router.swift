@@ -24,18 +24,10 @@ import Synchronization
 public final class Router: Service, Sendable {
     public typealias Observer = @Sendable (DeadLetter) -> Void
 
-    struct State: Sendable {
-        var tracker = OffsetTracker()
-        var gate: BackpressureGate
-        /// Shutting down: the partitions stay paused.
-        var draining = false
-
-        /// The gate's decision for this stage's records in progress and
-        /// `downstream` more (the worker's dispatching backlog).
-        mutating func backpressure(downstream: Int) -> BackpressureGate.Action {
-            let action = gate.update(outstanding: tracker.outstanding + downstream)
-            return draining && action == .resume ? .none : action
-        }
+    /// The stage's machine and the one timer armed at its next deadline.
+    private struct Stage: Sendable {
+        var machine: RoutingStage
+        var timer = MachineTimer<Scheduled<Void>>()
     }
 
     let configuration: WorkerConfiguration
@@ -53,17 +45,11 @@ public final class Router: Service, Sendable {
     let tracing: WorkerTracing?
     let commandsTopic: String
     let topics: [String]
-    private let state: Mutex<State>
-    private let stage: ConsumerStage
-    /// Reads the partitions ``handOver`` keeps routing (no group, no commits).
+    private let stage: Mutex<Stage>
+    private let consumerStage: ConsumerStage
+    /// Reads the partitions handed over (``RoutingStage``): no group, no commits.
     private let lingering: KafkaConsumer
-    /// The hand-over machine and the one timer armed at its next deadline.
-    private struct HandOver: Sendable {
-        var machine = RoutingHandOver<TopicPartition>(limit: Router.handOverLimit)
-        var timer = MachineTimer<Scheduled<Void>>()
-    }
-    private let handOver = Mutex(HandOver())
-    /// The router's timers and async waits run here; its uptime is the hand-over machine's clock.
+    /// The router's timers and async waits run here; its uptime is the stage machine's clock.
     private let eventLoop: any EventLoop
     /// The longest a partition given up is routed on: long enough for a
     /// broker's second cooperative round and the new owner's first commit.
@@ -129,8 +115,8 @@ public final class Router: Service, Sendable {
         self.commandWritten = commandWritten
         self.tracing = tracing
         self.commandsTopic = configuration.topic(.commands)
-        self.state = Mutex(State(gate: configuration.backpressureGate))
-        self.stage = ConsumerStage(consumer: consumer)
+        self.stage = Mutex(Stage(machine: RoutingStage(gate: configuration.backpressureGate, handOverLimit: Self.handOverLimit)))
+        self.consumerStage = ConsumerStage(consumer: consumer)
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
         self.eventLoop = eventLoop
         self.retries = RetryTimer(eventLoop: eventLoop)
@@ -144,32 +130,18 @@ public final class Router: Service, Sendable {
         // Retries go on through the drain and stop with the stage: what
         // is still refused then stays uncommitted for the next owner.
         defer { retries.stop() }
-        try await stage.run(handle: { self.handle($0) }, sideTasks: sideTasks, drain: { await self.drain() })
+        try await consumerStage.run(handle: { self.handle($0) }, sideTasks: sideTasks, drain: { await self.drain() })
     }
 
     func handle(_ event: KafkaConsumerEvent) {
         switch event {
         case .assigned(let partitions):
-            let paused = state.withLock { state in
-                for partition in partitions { state.tracker.assign(.init(topic: partition.topic, number: partition.partition)) }
-                return state.gate.isPaused || state.draining
-            }
-            // Assigned while paused: they wait with the others.
-            if paused { try? consumer.pause(partitions) }
-            handOverInput { handOver, _ in partitions.compactMap { handOver.machine.assigned($0) } }
+            input { stage, _ in stage.assigned(partitions.map(Self.tracked)) }
             assigned?()
         case .revoked(let partitions, let lost):
-            let (positions, draining) = state.withLock { state in
-                let positions = partitions.map { partition in
-                    let tracked = OffsetTracker.Partition(topic: partition.topic, number: partition.partition)
-                    defer { state.tracker.revoke(tracked) }
-                    return (partition, state.draining || lost ? nil : state.tracker.lastRead(tracked))
-                }
-                return (positions, state.draining)
-            }
-            handOverInput { handOver, now in positions.compactMap { handOver.machine.revoked($0.0, lastRead: $0.1, now: now) } }
+            input { stage, now in stage.revoked(partitions.map(Self.tracked), lost: lost, now: now) }
             // Their events in progress no longer count.
-            if draining { changes.signal() }
+            if stage.withLock(\.machine.isDraining) { changes.signal() }
         case .record(let record):
             route(record)
         }
@@ -183,8 +155,9 @@ public final class Router: Service, Sendable {
     }
 
     public var status: Status {
-        let assigned = state.withLock { $0.tracker.assignedPartitions }.map { TopicPartition(topic: $0.topic, partition: $0.number) }
-        return Status(assigned: assigned, handingOver: handOver.withLock { $0.machine.partitions }.sorted())
+        stage.withLock { stage in
+            Status(assigned: stage.machine.assigned.map(Self.topicPartition), handingOver: stage.machine.handingOver.map(Self.topicPartition))
+        }
     }
 
     /// Evaluates one event and enqueues what it produces, in event order.
@@ -200,13 +173,12 @@ public final class Router: Service, Sendable {
             "kafka.source": "\(record.topic)[\(record.partition)]@\(record.offset)", "router.outputs": "\(outputs.count)",
         ]) { own, _ in own })
         var deliveries: [(Output, Result<KafkaPendingDelivery, KafkaError>)] = []
-        let gate: BackpressureGate.Action = state.withLock { state in
-            if isTracked { try? state.tracker.read(tracked, offset: record.offset) }
+        let waiting = downstream?() ?? 0
+        input { stage, now in
             // Enqueued under the lock so that records keep the order of their events.
             for output in outputs { deliveries.append((output, enqueue(output))) }
-            return state.backpressure(downstream: downstream?() ?? 0)
+            return stage.read(tracked, offset: record.offset, tracked: isTracked, downstream: waiting, now: now)
         }
-        applyBackpressure(gate)
         guard !deliveries.isEmpty else {
             if isTracked { complete(tracked, offset: record.offset) }
             return
@@ -286,7 +258,7 @@ public final class Router: Service, Sendable {
             let letter = deadLetter(
                 for: record, reason: .produceRefused, message: "Kafka refused the record produced for this event: \(error)", rule: nil,
                 now: UnixTime(seconds: Date().timeIntervalSince1970))
-            stage.schedule { [self] in watch(letter, enqueue(letter), event: event, attempt: 0) }
+            consumerStage.schedule { [self] in watch(letter, enqueue(letter), event: event, attempt: 0) }
             return
         }
         let next = attempt + 1
@@ -359,37 +331,92 @@ public final class Router: Service, Sendable {
     }
 
     private func complete(_ partition: OffsetTracker.Partition, offset: Int64) {
-        let (commit, gate, draining) = state.withLock { state in
-            let commit = try? state.tracker.complete(partition, offset: offset)
-            return (commit, state.backpressure(downstream: downstream?() ?? 0), state.draining)
-        }
-        if let commit = commit ?? nil {
-            let topicPartition = TopicPartition(topic: partition.topic, partition: partition.number)
-            try? consumer.storeOffsets([KafkaCommitOffset(topicPartition: topicPartition, offset: commit.offset)])
-        }
-        applyBackpressure(gate)
-        if draining { changes.signal() }
+        let waiting = downstream?() ?? 0
+        input { stage, _ in stage.completed(partition, offset: offset, downstream: waiting) }
+        if stage.withLock(\.machine.isDraining) { changes.signal() }
     }
 
-    private func applyBackpressure(_ action: BackpressureGate.Action) {
-        switch action {
-        case .none: return
-        case .pause:
-            try? consumer.pause(Array(consumer.assignment))
-            try? lingering.pause(Array(lingering.assignment))
-            metrics.routerPaused(true)
-            downstreamChanges.signal()
-        case .resume:
-            try? consumer.resume(Array(consumer.assignment))
-            try? lingering.resume(Array(lingering.assignment))
-            metrics.routerPaused(false)
+    /// Feeds the stage's machine one input at the router's clock, re-arms
+    /// its timer at its next deadline, and performs its actions after
+    /// releasing the lock.
+    private func input(_ input: (inout RoutingStage, UnixTime) -> [RoutingStage.Action]) {
+        let now = eventLoop.uptime
+        let (actions, replaced) = stage.withLock { stage in
+            let actions = input(&stage.machine, now)
+            return (actions, rearm(&stage, now: now))
         }
+        replaced?.cancel()
+        perform(actions)
+    }
+
+    private func rearm(_ stage: inout Stage, now: UnixTime) -> Scheduled<Void>? {
+        stage.timer.arm(at: stage.machine.nextDeadline, now: now, on: eventLoop) { [weak self] number in self?.timerFired(number) }
+    }
+
+    /// The armed timer is spent once it fired; a replaced timer that ran
+    /// anyway leaves the armed one alone.
+    private func timerFired(_ number: UInt64) {
+        let now = eventLoop.uptime
+        let (actions, replaced) = stage.withLock { stage -> ([RoutingStage.Action], Scheduled<Void>?) in
+            guard stage.timer.fired(number) else { return ([], nil) }
+            return (stage.machine.timerFired(now: now), rearm(&stage, now: now))
+        }
+        replaced?.cancel()
+        perform(actions)
+    }
+
+    private func perform(_ actions: [RoutingStage.Action]) {
+        var handOvers = false
+        for action in actions {
+            switch action {
+            case .pause(let partitions):
+                // Assigned while paused: they wait with the others.
+                try? consumer.pause(partitions.map(Self.topicPartition))
+            case .pauseAll:
+                try? consumer.pause(Array(consumer.assignment))
+                try? lingering.pause(Array(lingering.assignment))
+                metrics.routerPaused(true)
+                downstreamChanges.signal()
+            case .resumeAll:
+                try? consumer.resume(Array(consumer.assignment))
+                try? lingering.resume(Array(lingering.assignment))
+                metrics.routerPaused(false)
+            case .commit(let partition, let offset):
+                try? consumer.storeOffsets([KafkaCommitOffset(topicPartition: Self.topicPartition(partition), offset: offset)])
+            case .startHandOver(let partition, let offset, let paused):
+                handOvers = true
+                let topicPartition = Self.topicPartition(partition)
+                do {
+                    try lingering.assign([topicPartition], offsets: [topicPartition: offset])
+                    if paused { try? lingering.pause([topicPartition]) }
+                    logger.info("Routing a partition given up until its new owner routes it", metadata: [
+                        "kafka.partition": "\(topicPartition)", "kafka.offset": "\(offset)",
+                    ])
+                } catch {
+                    logger.warning("Could not go on routing a partition given up", metadata: ["kafka.partition": "\(topicPartition)", "error": "\(error)"])
+                }
+            case .stopHandOver(let partition, let reason):
+                handOvers = true
+                let topicPartition = Self.topicPartition(partition)
+                try? lingering.unassign([topicPartition])
+                logger.info("Stopped routing a partition given up", metadata: ["kafka.partition": "\(topicPartition)", "router.reason": "\(reason)"])
+            }
+        }
+        if handOvers { changes.signal() }
+    }
+
+    static func tracked(_ partition: TopicPartition) -> OffsetTracker.Partition {
+        OffsetTracker.Partition(topic: partition.topic, number: partition.partition)
+    }
+
+    static func topicPartition(_ partition: OffsetTracker.Partition) -> TopicPartition {
+        TopicPartition(topic: partition.topic, partition: partition.number)
     }
 
     /// The dispatcher's backlog may have fallen: while routing is paused,
     /// the back-pressure watch reads it again now. Cheap when routing runs.
     public func downstreamMoved() {
-        guard state.withLock({ $0.gate.isPaused }) else { return }
+        guard stage.withLock(\.machine.isPaused) else { return }
         downstreamChanges.signal()
     }
 
@@ -403,7 +430,7 @@ public final class Router: Service, Sendable {
         var wasPaused = false
         while !Task.isCancelled {
             let seen = downstreamChanges.generation
-            let paused = state.withLock { $0.gate.isPaused }
+            let paused = stage.withLock(\.machine.isPaused)
             guard paused || wasPaused else {
                 await downstreamChanges.wait(after: seen, timeout: nil)
                 continue
@@ -411,10 +438,8 @@ public final class Router: Service, Sendable {
             await downstreamChanges.wait(after: seen, timeout: Self.downstreamRecheck)
             guard !Task.isCancelled else { return }
             let waiting = downstream()
-            let (action, pausedNow, outstanding) = state.withLock { state in
-                (state.backpressure(downstream: waiting), state.gate.isPaused, state.tracker.outstanding)
-            }
-            applyBackpressure(action)
+            input { stage, _ in stage.downstream(waiting) }
+            let (pausedNow, outstanding) = stage.withLock { ($0.machine.isPaused, $0.machine.outstanding) }
             guard pausedNow != wasPaused else { continue }
             wasPaused = pausedNow
             logger.info(pausedNow ? "Routing paused: the worker is behind" : "Routing resumed", metadata: [
@@ -446,42 +471,6 @@ public final class Router: Service, Sendable {
 
     // MARK: Hand-over
 
-    /// Feeds the hand-over machine one input at the router's clock, re-arms
-    /// its timer at its next deadline, and performs its actions.
-    private func handOverInput(_ input: (inout HandOver, UnixTime) -> [RoutingHandOver<TopicPartition>.Action]) {
-        let now = eventLoop.uptime
-        let (actions, replaced) = handOver.withLock { handOver in
-            let actions = input(&handOver, now)
-            let replaced = handOver.timer.arm(at: handOver.machine.nextDeadline, now: now, on: eventLoop) { [weak self] number in
-                self?.handOverInput { handOver, now in handOver.timer.fired(number) ? handOver.machine.expire(now: now) : [] }
-            }
-            return (actions, replaced)
-        }
-        replaced?.cancel()
-        perform(actions)
-    }
-
-    private func perform(_ actions: [RoutingHandOver<TopicPartition>.Action]) {
-        for action in actions {
-            switch action {
-            case .start(let partition, let offset):
-                do {
-                    try lingering.assign([partition], offsets: [partition: offset])
-                    if state.withLock({ $0.gate.isPaused }) { try? lingering.pause([partition]) }
-                    logger.info("Routing a partition given up until its new owner routes it", metadata: [
-                        "kafka.partition": "\(partition)", "kafka.offset": "\(offset)",
-                    ])
-                } catch {
-                    logger.warning("Could not go on routing a partition given up", metadata: ["kafka.partition": "\(partition)", "error": "\(error)"])
-                }
-            case .stop(let partition, let reason):
-                try? lingering.unassign([partition])
-                logger.info("Stopped routing a partition given up", metadata: ["kafka.partition": "\(partition)", "router.reason": "\(reason)"])
-            }
-        }
-        if !actions.isEmpty { changes.signal() }
-    }
-
     /// Routes what the hand-over reader reads, without committing.
     private func runLingering() async {
         await withTaskGroup(of: Void.self) { group in
@@ -499,11 +488,6 @@ public final class Router: Service, Sendable {
             group.addTask {
                 for await event in self.lingering.events {
                     guard case .record(let record) = event else { continue }
-                    let partition = TopicPartition(topic: record.topic, partition: record.partition)
-                    self.handOverInput { handOver, now in
-                        handOver.machine.routed(partition, offset: record.offset, now: now)
-                        return []
-                    }
                     self.route(record, tracked: false)
                 }
             }
@@ -519,8 +503,8 @@ public final class Router: Service, Sendable {
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.runLingering() }
-                await self.watchHandOver { stopping.load(ordering: .acquiring) && self.handOver.withLock(\.machine.isIdle) }
-                self.handOverInput { handOver, _ in handOver.machine.stop() }
+                await self.watchHandOver { stopping.load(ordering: .acquiring) && self.stage.withLock(\.machine.isHandOverIdle) }
+                self.input { stage, _ in stage.stop() }
                 self.lingering.close()
             }
         } onGracefulShutdown: {
@@ -541,7 +525,7 @@ public final class Router: Service, Sendable {
         while !Task.isCancelled {
             let seen = changes.generation
             if done() { return }
-            let partitions = handOver.withLock { $0.machine.partitions }
+            let partitions = stage.withLock(\.machine.handingOver)
             guard !partitions.isEmpty else {
                 nextRead = nil
                 await changes.wait(after: seen, timeout: nil)
@@ -555,8 +539,9 @@ public final class Router: Service, Sendable {
                 continue
             }
             nextRead = ContinuousClock.now + Self.handOverCheck
-            let committed = (try? await lingering.committedOffsets(for: partitions, timeout: .seconds(2))) ?? [:]
-            handOverInput { handOver, _ in handOver.machine.committed(committed) }
+            let committed = (try? await lingering.committedOffsets(for: partitions.map(Self.topicPartition), timeout: .seconds(2))) ?? [:]
+            let offsets = Dictionary(committed.map { (Self.tracked($0.key), $0.value) }) { first, _ in first }
+            input { stage, _ in stage.committed(offsets) }
         }
     }
 
@@ -565,22 +550,18 @@ public final class Router: Service, Sendable {
     /// partitions over, each goes on being routed from where this router
     /// stopped until they do (``RoutingHandOver/leaving(_:now:within:)``).
     private func drain() async {
-        let owned = state.withLock { state in
-            state.draining = true
-            return consumer.assignment.map { partition in
-                (partition: partition, lastRead: state.tracker.lastRead(.init(topic: partition.topic, number: partition.partition)))
-            }
-        }
-        try? consumer.pause(owned.map(\.partition))
+        let assignment = Array(consumer.assignment)
+        let owned = stage.withLock { $0.machine.drain(owned: assignment.map(Self.tracked)) }
+        try? consumer.pause(assignment)
         if await KafkaAdmin.othersMayTakeOver(topics, held: owned.count, configuration: client, logger: logger) {
             let within = min(.seconds(configuration.shutdown.timeout), Self.leavingLimit)
-            handOverInput { handOver, now in handOver.machine.leaving(owned, now: now, within: within) }
+            input { stage, now in stage.leaving(owned, now: now, within: within) }
         }
         // Each event completing signals ``changes`` from here on.
         let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
         while !Task.isCancelled {
             let seen = changes.generation
-            guard state.withLock({ $0.tracker.outstanding }) > 0 else { return }
+            guard stage.withLock(\.machine.outstanding) > 0 else { return }
             let left = deadline - ContinuousClock.now
             guard left > .zero else { return }
             await changes.wait(after: seen, timeout: left)
