@@ -73,6 +73,8 @@ public protocol KafkaClientFactory: Sendable {
     /// A consumer that joins no group; its offsets are committed under `configuration.groupID`.
     func assigningConsumer(_ configuration: KafkaConsumerConfiguration, logger: Logger) throws(KafkaError) -> any ConsumerPort
     func partitionReader(_ configuration: KafkaClientConfiguration, logger: Logger) -> any PartitionReaderPort
+    /// Every topic's partition count, from the cluster's metadata.
+    func partitionCounts(_ configuration: KafkaClientConfiguration, logger: Logger, timeout: Duration) async throws(KafkaError) -> [String: Int]
 }
 
 /// The real clients, on librdkafka.
@@ -92,6 +94,10 @@ public struct LibrdkafkaClients: KafkaClientFactory {
 
     public func partitionReader(_ configuration: KafkaClientConfiguration, logger: Logger) -> any PartitionReaderPort {
         KafkaPartitionReader(configuration: configuration, logger: logger)
+    }
+
+    public func partitionCounts(_ configuration: KafkaClientConfiguration, logger: Logger, timeout: Duration) async throws(KafkaError) -> [String: Int] {
+        try await KafkaAdmin(configuration: configuration, logger: logger).partitionCounts(timeout: timeout)
     }
 }
 

@@ -250,8 +250,10 @@ public struct DispatchStage: Sendable {
     /// A partition's demand for sends changed: the shares follow it.
     public mutating func demandChanged(_ number: Int32, _ demand: SendLimitShares.Demand) -> [Action] {
         guard ownership.phase(of: number) != nil, demands[number] != demand else { return [] }
+        // While no partition waits, the shares are even whatever is in flight.
+        let wasWaiting = demands.values.contains(where: \.waiting)
         demands[number] = demand
-        return shareSendLimit()
+        return wasWaiting || demand.waiting ? shareSendLimit() : []
     }
 
     /// A command this worker's router wrote landed at `offset` of `number`.

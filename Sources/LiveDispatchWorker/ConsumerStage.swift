@@ -11,11 +11,11 @@ typealias StageJob = @Sendable () async -> Void
 /// which ends the events; `afterClose` runs (the side tasks still running),
 /// and then the jobs end.
 struct ConsumerStage: Sendable {
-    let consumer: KafkaConsumer
+    let consumer: any ConsumerPort
     let jobs: AsyncStream<StageJob>
     let jobSink: AsyncStream<StageJob>.Continuation
 
-    init(consumer: KafkaConsumer) {
+    init(consumer: any ConsumerPort) {
         self.consumer = consumer
         (jobs, jobSink) = AsyncStream.makeStream(of: StageJob.self, bufferingPolicy: .unbounded)
     }

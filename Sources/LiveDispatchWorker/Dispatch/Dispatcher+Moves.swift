@@ -1,18 +1,50 @@
 import Foundation
 import Kafka
 import LiveDispatchCore
+import NIOCore
 
-/// How partitions move in and out of this worker: ``PartitionOwnership``
+/// How partitions move in and out of this worker: ``DispatchStage``
 /// decides, these functions do the I/O (a new runner and its restore, the
 /// co-partitions followed and let go, the linger, the marks, the release).
 extension Dispatcher {
-    func perform(_ actions: [PartitionOwnership.Action]) {
-        // Released partitions are let go together: one commit of what they finished.
-        let releases = actions.compactMap { action -> (number: Int32, commit: Bool)? in
-            if case .release(let number, let commit) = action { return (number, commit) }
-            return nil
+    /// Lets the machine decide and does what it says, counted in
+    /// ``handOversUnderWay`` from before the decision to the end of the
+    /// I/O (a partition the machine lets go is gone from it before its
+    /// release and mark are written, and a worker stopping must not close
+    /// the follower in between); re-arms the timer at the machine's next
+    /// deadline. Whether the machine decided anything.
+    @discardableResult
+    func decide(_ body: (inout DispatchStage, UnixTime) -> [DispatchStage.Action]) -> Bool {
+        handOversUnderWay.add(1, ordering: .sequentiallyConsistent)
+        let (actions, released, cancel) = state.withLock { state in
+            let now = clock()
+            let actions = body(&state.machine, now)
+            var released: [Int32: PartitionRunner] = [:]
+            for case .release(let number, _, _, _) in actions { released[number] = state.runners.removeValue(forKey: number) }
+            let cancel = state.timer.arm(at: state.machine.nextDeadline, now: now, on: eventLoops.next()) { [weak self] number in
+                self?.deadlineReached(number)
+            }
+            return (actions, released, cancel)
         }
-        if !releases.isEmpty { release(releases) }
+        cancel?.cancel()
+        if !actions.isEmpty { perform(actions, released: released) }
+        handOversUnderWay.subtract(1, ordering: .sequentiallyConsistent)
+        // The shutdown waits for the count to be 0.
+        if !actions.isEmpty { changes.signal() }
+        return !actions.isEmpty
+    }
+
+    /// The machine's deadline came: the hand-over watch (or a revocation
+    /// handler waiting) acts on it.
+    private func deadlineReached(_ number: UInt64) {
+        if state.withLock({ $0.timer.fired(number) }) { changes.signal() }
+    }
+
+    private func perform(_ actions: [DispatchStage.Action], released: [Int32: PartitionRunner]) {
+        // Released partitions are let go together: one commit of what they finished.
+        var releases: [(number: Int32, commit: Bool, unfollow: Bool, lingered: Bool)] = []
+        for case .release(let number, let commit, let unfollow, let lingered) in actions { releases.append((number, commit, unfollow, lingered)) }
+        if !releases.isEmpty { release(releases, runners: released) }
         for action in actions {
             switch action {
             case .take(let number):
@@ -20,8 +52,6 @@ extension Dispatcher {
             case .restore(let number):
                 // No runner yet: the take installing it starts the restore.
                 if let runner = runner(number) { startRestore(runner) }
-            case .resume(let number):
-                resumeRestored(number)
             case .linger(let number):
                 linger(number)
             case .mark(let number, let mark):
@@ -30,49 +60,32 @@ extension Dispatcher {
                 runner(number)?.quiesce()
             case .release:
                 break
+            case .pause(let numbers):
+                do { try pause(numbers) } catch { logger.warning("Pausing partitions failed", metadata: ["kafka.partitions": "\(numbers)", "kafka.error": "\(error)"]) }
+            case .resume(let numbers):
+                do { try resume(numbers) } catch { logger.warning("Resuming partitions failed", metadata: ["kafka.partitions": "\(numbers)", "kafka.error": "\(error)"]) }
+            case .setSendLimit(let number, let share):
+                runner(number)?.apply { machine, now in machine.setSendLimit(share, now: now) }
             case .observe(let observation):
-                observe(observation)
+                reporter.observe(observation)
             }
         }
         reportPartitions()
-        if !actions.isEmpty { changes.signal() }
-    }
-
-    private func observe(_ observation: PartitionOwnership.Observation) {
-        metrics.handover(observation)
-        switch observation {
-        case .takenOver(let number, let seconds):
-            logger.info("Partition taken over", metadata: ["kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))"])
-        case .waitedForRelease(let number, let seconds, let released):
-            logger.info(released ? "Previous owner released the partition" : "Previous owner's deadline passed; taking the partition", metadata: [
-                "kafka.partition": "\(number)", "handover.wait_seconds": "\(String(format: "%.3f", seconds))",
-            ])
-        case .lingered(let number, let seconds, let claimed):
-            logger.info(claimed ? "Lingering partition claimed by its next owner" : "Lingering partition's deadline passed", metadata: [
-                "kafka.partition": "\(number)", "handover.linger_seconds": "\(String(format: "%.3f", seconds))",
-            ])
-        case .released(let number, let seconds, let settled):
-            logger.info("Partition released", metadata: [
-                "kafka.partition": "\(number)", "handover.seconds": "\(String(format: "%.3f", seconds))", "handover.settled": "\(settled)",
-            ])
-        }
     }
 
     /// The revocation handler, on the group consumer's poll thread. A
-    /// partition revoked by a rebalance lingers: its commands are read on
-    /// the follower from where its machine stands, and it is marked so
-    /// before the revocation returns (and the group can assign it
-    /// elsewhere). Any other is released before the consumer commits and
-    /// unassigns it, waiting (within `shutdown.release_timeout`) for the
-    /// sends and writes under way in those it owned: it blocks on
-    /// ``changes`` (signalled when a revoked partition settles) until then,
-    /// or until the machine's next deadline (the release timeout).
+    /// partition revoked by a rebalance lingers, marked so before the
+    /// revocation returns (and the group can assign it elsewhere). Any
+    /// other is released before the consumer commits and unassigns it,
+    /// waiting (within `shutdown.release_timeout`) for the sends and writes
+    /// under way in those it owned: it blocks on ``changes`` until a revoked
+    /// partition settles or the machine's next deadline.
     func revoking(_ partitions: [TopicPartition], lost: Bool) {
         let numbers = partitions.filter { $0.topic == configuration.topic(.commands) }.map(\.partition)
-        perform(ownership.withLock { $0.revoked(numbers, lost: lost, now: clock()) })
+        decide { machine, now in machine.revoked(numbers, lost: lost, now: now) }
         while true {
             let seen = changes.generation
-            guard ownership.withLock({ $0.partitions(in: .releasing) }).contains(where: numbers.contains) else { return }
+            guard state.withLock({ $0.machine.partitions(in: .releasing) }).contains(where: numbers.contains) else { return }
             if settleReleasing(among: numbers) { continue }
             changes.blockingWait(after: seen, timeout: untilNextDeadline())
         }
@@ -80,21 +93,17 @@ extension Dispatcher {
 
     /// How long until the machine's next deadline; nil when it has none.
     func untilNextDeadline() -> Duration? {
-        guard let next = ownership.withLock(\.nextDeadline) else { return nil }
+        guard let next = state.withLock({ $0.machine.nextDeadline }) else { return nil }
         return .seconds(max(0, next - clock()))
     }
 
-    /// Lets partitions go: their machines close (taking their records in
+    /// Lets partitions go: their runners close (taking their records in
     /// progress out of the count), what they finished is committed (once,
-    /// unless every assignment was lost), and their co-partitions are no
-    /// longer read.
-    func release(_ releases: [(number: Int32, commit: Bool)]) {
+    /// unless no release commits), and the follower stops reading their
+    /// co-partitions and, for those that lingered, their commands.
+    func release(_ releases: [(number: Int32, commit: Bool, unfollow: Bool, lingered: Bool)], runners: [Int32: PartitionRunner]) {
         let numbers = releases.map(\.number)
-        for number in numbers {
-            let runner = ownership.withLock { _ in table.withLock { $0.runners.removeValue(forKey: number) } }
-            runner?.close()
-            gate.withLock { $0.released(number) }
-        }
+        for runner in runners.values { runner.close() }
         if releases.contains(where: \.commit) {
             do { try follower.commitBlocking() } catch {
                 logger.warning("Committing released partitions' tokens and starts failed; the next owner reads them again", metadata: [
@@ -102,10 +111,10 @@ extension Dispatcher {
                 ])
             }
         }
-        let lingered = lingering.withLock { lingering in numbers.filter { lingering.remove($0) != nil } }
-        followed.withLock { followed in
-            followed.subtract(numbers)
-            do { try follower.unassign(numbers.flatMap(followerPartitions) + lingered.map(commandsPartition)) } catch {
+        let unassigned = releases.filter(\.unfollow).flatMap { followerPartitions($0.number) } + releases.filter(\.lingered).map { commandsPartition($0.number) }
+        guard !unassigned.isEmpty else { return }
+        followerAssignments.withLock { _ in
+            do { try follower.unassign(unassigned) } catch {
                 logger.warning("Unassigning released partitions' tokens and starts failed", metadata: ["kafka.partitions": "\(numbers)", "kafka.error": "\(error)"])
             }
         }
@@ -123,11 +132,10 @@ extension Dispatcher {
         if !missing.isEmpty {
             offsets.merge(try await consumer.committedOffsets(for: missing)) { followed, _ in followed }
         }
-        try followed.withLock { followed throws(KafkaError) in
-            guard !runner.isClosed else { return }
+        try followerAssignments.withLock { _ throws(KafkaError) in
+            guard state.withLock({ $0.runners[runner.number] === runner && $0.machine.follow(runner.number) }) else { return }
             try follower.assign(partitions, offsets: offsets)
             try follower.pause(partitions)
-            followed.insert(runner.number)
         }
         return offsets
     }
@@ -136,16 +144,20 @@ extension Dispatcher {
         TopicPartition(topic: configuration.topic(.commands), partition: number)
     }
 
+    func followerPartitions(_ number: Int32) -> [TopicPartition] {
+        [.tokens, .starts].map { TopicPartition(topic: configuration.topic($0), partition: number) }
+    }
+
     /// Reads a revoked partition's commands on the follower, from the
     /// offset after the last one its machine took in (else from the
     /// group's commit): the partition pushes on until it is claimed.
     func linger(_ number: Int32) {
         guard let runner = runner(number) else { return }
+        runner.linger()
         let partition = commandsPartition(number)
         do {
             var next = runner.nextCommandOffset.load(ordering: .relaxed)
             if next < 0 { next = try consumer.committedOffsetsBlocking(for: [partition], timeout: .seconds(5))[partition] ?? 0 }
-            lingering.withLock { _ = $0.insert(number) }
             try follower.assign([partition], offsets: [partition: next])
             logger.info("Partition revoked; pushing it until its next owner claims it", metadata: ["kafka.partition": "\(number)", "kafka.offset": "\(next)"])
         } catch {
@@ -171,22 +183,26 @@ extension Dispatcher {
     /// partition's previous owner, a lingering partition's claim) every
     /// 50 ms while there are any (the other worker's progress, in Kafka),
     /// and waits for ``changes`` while there are none; beside it, finishes
-    /// the releases of lingered partitions as their sends are answered and
-    /// acts on each deadline as it passes (woken by ``changes``, or at the
-    /// machine's next deadline). The two run apart so a slow broker never
-    /// delays a deadline: a lingering partition stops on time on this
-    /// worker's clock, which is what its next owner counts on.
+    /// the releases as their sends are answered and acts on each deadline
+    /// when the timer armed at it fires. The two run apart so a slow broker
+    /// never delays a deadline.
     func watchHandOvers() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.readMarks() }
-            group.addTask { await self.keepDeadlines() }
+            group.addTask {
+                while !Task.isCancelled {
+                    let seen = self.changes.generation
+                    self.settleReleasing()
+                    await self.changes.wait(after: seen, timeout: nil)
+                }
+            }
         }
     }
 
     private func readMarks() async {
         while !Task.isCancelled {
             let seen = changes.generation
-            let awaiting = ownership.withLock(\.awaitingMarks)
+            let awaiting = state.withLock { $0.machine.awaitingMarks }
             guard !awaiting.isEmpty else {
                 // No hand-over under way: nothing to read until a decision makes one.
                 await changes.wait(after: seen, timeout: nil)
@@ -194,8 +210,8 @@ extension Dispatcher {
             }
             do {
                 let marks = try await follower.committedOffsets(for: awaiting.map(commandsPartition), timeout: .seconds(2))
-                decide { ownership, now in
-                    awaiting.flatMap { ownership.markRead($0, HandOverMark(offset: marks[commandsPartition($0)]), now: now) }
+                decide { machine, now in
+                    awaiting.flatMap { machine.markRead($0, HandOverMark(offset: marks[commandsPartition($0)]), now: now) }
                 }
             } catch {
                 logger.warning("Reading hand-over marks failed; retrying", metadata: ["kafka.partitions": "\(awaiting)", "kafka.error": "\(error)"])
@@ -208,60 +224,29 @@ extension Dispatcher {
     /// other worker's progress, which only Kafka tells.
     static let markReadInterval = Duration.milliseconds(50)
 
-    private func keepDeadlines() async {
-        while !Task.isCancelled {
-            let seen = changes.generation
-            settleReleasing()
-            await changes.wait(after: seen, timeout: untilNextDeadline())
-        }
-    }
-
     /// Releases the releasing partitions (of `numbers`, when given) with no
     /// send or write under way any more, and acts on every deadline passed;
     /// whether the machine decided anything.
     @discardableResult
     private func settleReleasing(among numbers: [Int32]? = nil) -> Bool {
-        let releasing = ownership.withLock { $0.partitions(in: .releasing) }.filter { numbers?.contains($0) ?? true }
-        let settled = releasing.filter { runner($0)?.isSettled ?? true }
-        return decide { ownership, now in settled.flatMap { ownership.settled($0, now: now) } + ownership.timerFired(now: now) }
-    }
-
-    /// Lets the machine decide and does what it says, counted in
-    /// ``handOversUnderWay`` from before the decision to the end of the
-    /// I/O: a partition the machine lets go is gone from it before its
-    /// release and mark are written, and a worker stopping must not close
-    /// the follower in between.
-    @discardableResult
-    private func decide(_ body: (inout PartitionOwnership, UnixTime) -> [PartitionOwnership.Action]) -> Bool {
-        handOversUnderWay.add(1, ordering: .sequentiallyConsistent)
-        let actions = ownership.withLock { body(&$0, clock()) }
-        if !actions.isEmpty { perform(actions) }
-        handOversUnderWay.subtract(1, ordering: .sequentiallyConsistent)
-        // The shutdown waits for the count to be 0.
-        if !actions.isEmpty { changes.signal() }
-        return !actions.isEmpty
+        let settled = state.withLock { state in
+            state.machine.partitions(in: .releasing).filter { numbers?.contains($0) ?? true }.filter { state.runners[$0]?.isSettled ?? true }
+        }
+        return decide { machine, now in settled.flatMap { machine.settled($0, now: now) } + machine.timerFired(now: now) }
     }
 
     func take(_ number: Int32) {
-        let runner = PartitionRunner(
-            number: number, configuration: configuration.partitionDispatcher, eventLoop: eventLoops.next(),
-            services: services)
+        let runner = PartitionRunner(number: number, configuration: configuration.partitionDispatcher, eventLoop: eventLoops.next(), port: self)
         // Paused before the runner is installed: its restore, which may
         // start as soon as it is, resumes it at the end.
         do { try pause([number]) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
-        // Under the ownership lock (then the table's): a revocation handled
-        // on the poll thread meanwhile either finds this runner and releases
-        // it, or has released the partition already and it is not installed.
-        // The mark may have been read already (the machine holds the
-        // partition from the assignment on, before this runs): then the
-        // restore starts here.
-        let installed: (Bool, PartitionRunner?, cleared: Bool) = ownership.withLock { ownership in
-            guard ownership.phase(of: number) == .restoring else { return (false, nil, false) }
-            let previous = table.withLock { table in
-                defer { table.runners[number] = runner }
-                return table.runners[number]
-            }
-            return (true, previous, ownership.mayRestore(number))
+        // A revocation decided meanwhile either finds this runner and
+        // releases it, or has released the partition already and it is not
+        // installed. The mark may have been read already: then the restore starts here.
+        let installed: (Bool, PartitionRunner?, cleared: Bool) = state.withLock { state in
+            guard state.machine.phase(of: number) == .restoring else { return (false, nil, false) }
+            defer { state.runners[number] = runner }
+            return (true, state.runners[number], state.machine.mayRestore(number))
         }
         installed.1?.close()
         guard installed.0 else {
@@ -272,37 +257,20 @@ extension Dispatcher {
         if installed.cleared { startRestore(runner) }
     }
 
-    /// Starts the runner's restore, once: the mark's reader and the take
-    /// may both find it due.
+    /// Starts the runner's restore, once: the mark's reader and the take may both find it due.
     func startRestore(_ runner: PartitionRunner) {
         guard runner.claimRestore() else { return }
         stage.schedule { [self] in await restore(runner) }
     }
 
-    /// A restored partition's records flow, unless back-pressure holds the
-    /// worker's partitions: one catching up reads on while others are
-    /// paused, as its held pushes wait for the end of its replay.
-    func resumeRestored(_ number: Int32) {
-        guard let runner = runner(number) else { return }
-        gate.withLock { gate in
-            guard !gate.isPaused || runner.isCatchingUp else { return }
-            gate.released(number)
-            try? resume([number])
-        }
-    }
-
-    func followerPartitions(_ number: Int32) -> [TopicPartition] {
-        [.tokens, .starts].map { TopicPartition(topic: configuration.topic($0), partition: number) }
-    }
-
     /// Stops fetching the partitions' commands, tokens and starts.
     func pause(_ numbers: [Int32]) throws(KafkaError) {
-        try consumer.pause(numbers.map { TopicPartition(topic: configuration.topic(.commands), partition: $0) })
+        try consumer.pause(numbers.map(commandsPartition))
         try follower.pause(numbers.flatMap(followerPartitions))
     }
 
     func resume(_ numbers: [Int32]) throws(KafkaError) {
-        try consumer.resume(numbers.map { TopicPartition(topic: configuration.topic(.commands), partition: $0) })
+        try consumer.resume(numbers.map(commandsPartition))
         try follower.resume(numbers.flatMap(followerPartitions))
     }
 
@@ -317,14 +285,18 @@ extension Dispatcher {
                 let registrations = TopicPartition(topic: configuration.topic(.tokens), partition: number)
                 let tokensFrom = try await follow(runner)[registrations] ?? 0
                 let followed = ContinuousClock.now
-                let (restoredStates, restoredTokens) = try await readChangelogs(runner, registrations: registrations, tokensFrom: tokensFrom)
+                let reads = PartitionRunner.RestoreReads(
+                    states: TopicPartition(topic: configuration.topic(.state), partition: number),
+                    tokenStore: TopicPartition(topic: configuration.topic(.tokenStore), partition: number),
+                    commands: commandsPartition(number), registrations: registrations, tokensFrom: tokensFrom)
+                let restored = try await runner.readChangelogs(reads, from: reader)
                 let read = ContinuousClock.now
-                guard runner.finishRestore() else { return }
-                perform(ownership.withLock { $0.restored(number, now: clock()) })
+                guard let catchingUp = runner.finishRestore() else { return }
+                pauses.withLock { _ in decide { machine, now in machine.restored(number, catchingUp: catchingUp, now: now) } }
                 // The last restore done: the records it fetched are free.
                 if reportPartitions() == 0 { MallocTuning.releaseFreeMemory() }
                 logger.info("Partition restored", metadata: [
-                    "kafka.partition": "\(number)", "restore.states": "\(restoredStates)", "restore.tokens": "\(restoredTokens)",
+                    "kafka.partition": "\(number)", "restore.states": "\(restored.states)", "restore.tokens": "\(restored.tokens)",
                     "restore.seconds": "\(String(format: "%.3f", (ContinuousClock.now - started).seconds))",
                     "restore.install_seconds": "\(String(format: "%.3f", (ContinuousClock.now - read).seconds))",
                     "restore.follow_seconds": "\(String(format: "%.3f", (followed - started).seconds))",
@@ -336,48 +308,5 @@ extension Dispatcher {
                 try? await Task.sleep(for: .seconds(Backoff.partitionRestore.ceiling(attempt: attempt)))
             }
         }
-    }
-
-    /// Reads the partition's `state` and `token-store` changelogs into its
-    /// machine (registrations a batch under one lock take, snapshots once
-    /// the changelog is read) and the ends of its `commands` and `tokens`
-    /// now, all on one client; returns the records read. The
-    /// previous owner may have pushed any state of the commands up to the
-    /// partition's end now, to the tokens registered up to the end of
-    /// `tokens`: pushes are held until both are read.
-    private func readChangelogs(
-        _ runner: PartitionRunner, registrations: TopicPartition, tokensFrom: Int64
-    ) async throws -> (states: Int, tokens: Int) {
-        let number = runner.number
-        let states = TopicPartition(topic: configuration.topic(.state), partition: number)
-        let tokenStore = TopicPartition(topic: configuration.topic(.tokenStore), partition: number)
-        let commands = commandsPartition(number)
-        var ends: [TopicPartition: Int64] = [:]
-        var read = (states: 0, tokens: 0)
-        // Only each activity's last snapshot is read and decoded: a
-        // changelog's head is not compacted yet (Tansu never compacts), and
-        // an activity pushed a thousand times has a thousand snapshots there.
-        try await reader.read([states: .latestPerKey, tokenStore: .records, commands: .endOffset, registrations: .endOffset]) { event in
-            switch event {
-            case .records(let partition, let records) where partition == states:
-                runner.restoring { machine in
-                    for record in records { machine.restoreState(key: String(decoding: record.key ?? [], as: UTF8.self), value: record.value) }
-                }
-                read.states += records.count
-            case .records(_, let records):
-                runner.restoring { machine in
-                    for record in records { machine.restoreToken(key: record.key ?? [], value: record.value) }
-                }
-                read.tokens += records.count
-            case .caughtUp(let partition, let end):
-                ends[partition] = end
-                guard partition == commands || partition == registrations,
-                      let commandsEnd = ends[commands], let registrationsEnd = ends[registrations]
-                else { return }
-                let unread = registrationsEnd > tokensFrom ? registrationsEnd : nil
-                runner.restoring { $0.holdPushes(untilCommandOffset: commandsEnd, tokenOffset: unread) }
-            }
-        }
-        return read
     }
 }

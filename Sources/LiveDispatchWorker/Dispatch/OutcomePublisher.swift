@@ -7,7 +7,7 @@ import LiveDispatchCore
 /// Nothing here waits: a record Kafka refuses is counted, not retried by
 /// the partition, so outcomes never hold back a push or a commit.
 struct OutcomePublisher: Sendable {
-    let producer: KafkaProducer
+    let producer: any ProducerPort
     /// Nil when the topic does not exist: outcomes go to the webhook only.
     let topic: String?
     let metrics: WorkerMetrics

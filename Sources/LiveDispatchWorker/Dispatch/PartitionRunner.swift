@@ -30,9 +30,10 @@ final class PartitionRunner: Sendable {
         /// Revoked: no new send or channel request starts and no timer is
         /// armed; answers and acknowledgements are still taken.
         var quiesced = false
-        /// The deadline the armed timer fires at, the timer, and its number.
-        var armed: (at: UnixTime, timer: Scheduled<Void>, number: UInt64)?
-        var timersArmed: UInt64 = 0
+        var timer = MachineTimer<Scheduled<Void>>()
+        /// The demand last reported to the dispatcher, and whether a report is due.
+        var reportedDemand = SendLimitShares.Demand(inFlight: 0, waiting: false)
+        var demandReportScheduled = false
     }
 
     private struct Inbox: Sendable {
@@ -53,6 +54,8 @@ final class PartitionRunner: Sendable {
     private let catchingUpNow = Atomic<Bool>(false)
     /// Revoked (``quiesce()``): the dispatcher waits for it to settle.
     private let quiescedNow = Atomic<Bool>(false)
+    /// Revoked and pushed on (``linger()``): its commands' offsets are not committed.
+    private let lingers = Atomic<Bool>(false)
     /// The offset after the last command record handed to the partition
     /// (-1 before one): with the partition's end offset, the commands not
     /// read yet.
@@ -63,14 +66,15 @@ final class PartitionRunner: Sendable {
     private let inbox = Mutex(Inbox())
     /// The generation of the rules whose activity types the machine has (0: none yet).
     private let typesGeneration = Atomic<Int>(0)
-    private let services: DispatchServices
+    /// The dispatcher; weak, as it holds the runner.
+    private weak let port: (any PartitionPort)?
     /// Records Kafka refused for now, waiting out their backoff.
     private let retries: RetryTimer
 
-    init(number: Int32, configuration: PartitionDispatcher.Configuration, eventLoop: any EventLoop, services: DispatchServices) {
+    init(number: Int32, configuration: PartitionDispatcher.Configuration, eventLoop: any EventLoop, port: any PartitionPort) {
         self.number = number
         self.eventLoop = eventLoop
-        self.services = services
+        self.port = port
         self.retries = RetryTimer(eventLoop: eventLoop)
         self.box = Mutex(Box(machine: PartitionDispatcher(partition: number, configuration: configuration)))
     }
@@ -88,7 +92,6 @@ final class PartitionRunner: Sendable {
     var isCatchingUp: Bool { catchingUpNow.load(ordering: .relaxed) }
     var outstanding: Int { box.withLock { $0.machine.outstanding } }
     var sendsInFlight: Int { sendsInFlightNow.load(ordering: .relaxed) }
-    var sendDemand: SendLimitShares.Demand { box.withLock { $0.machine.sendDemand } }
     var sendLimit: Int { box.withLock { $0.machine.sendLimit } }
 
     /// The activity's state as the machine holds it now; nil while the
@@ -96,6 +99,13 @@ final class PartitionRunner: Sendable {
     func state(of activity: ActivityID) -> ActivityState? {
         guard !isRestoring else { return nil }
         return box.withLock { $0.closed ? nil : $0.machine.state(of: activity) }
+    }
+
+    /// What `body` reads of the machine, under the partition's lock (copy
+    /// out only what the answer needs); nil while restoring or once closed.
+    func read<Value>(_ body: (PartitionDispatcher) -> Value) -> Value? {
+        guard !isRestoring else { return nil }
+        return box.withLock { $0.closed ? nil : body($0.machine) }
     }
 
     /// The activity types of the rules in force when they are not the
@@ -112,16 +122,23 @@ final class PartitionRunner: Sendable {
     /// count (under the lock every input's change is counted under, so no
     /// input's change is counted after them).
     func close() {
+        let port = port
         let (timer, total): (Scheduled<Void>?, Int?) = box.withLock { box in
             guard !box.closed else { return (nil, nil) }
             box.closed = true
-            defer { box.armed = nil }
             let left = box.machine.outstanding
-            return (box.armed?.timer, left == 0 ? nil : services.countOutstanding(-left))
+            return (box.timer.disarm(), left == 0 ? nil : port?.countOutstanding(-left))
         }
         timer?.cancel()
         retries.stop()
-        if let total { services.outstandingMoved(total) }
+        if let total { port?.outstandingMoved(total) }
+    }
+
+    /// The group revoked the partition and it is pushed on until its next
+    /// owner claims it: the offsets of its commands are the group's no more
+    /// (the next owner reads the repeats as repeats).
+    func linger() {
+        lingers.store(true, ordering: .relaxed)
     }
 
     /// Stops starting sends, channel requests and timers, for a revoked
@@ -130,8 +147,7 @@ final class PartitionRunner: Sendable {
     func quiesce() {
         let timer: Scheduled<Void>? = box.withLock { box in
             box.quiesced = true
-            defer { box.armed = nil }
-            return box.armed?.timer
+            return box.timer.disarm()
         }
         quiescedNow.store(true, ordering: .relaxed)
         timer?.cancel()
@@ -146,15 +162,17 @@ final class PartitionRunner: Sendable {
         }
     }
 
-    /// Ends the restore; returns false when the partition was closed meanwhile.
-    func finishRestore() -> Bool {
+    /// Ends the restore; returns nil when the partition was closed
+    /// meanwhile, else whether it is still catching up (reading its
+    /// previous owner's commands).
+    func finishRestore() -> Bool? {
         var finished = false
         applyLocked { box, now in
             finished = true
             restoringNow.store(false, ordering: .relaxed)
             return box.machine.finishRestore(now: now)
         }
-        return finished
+        return finished ? isCatchingUp : nil
     }
 
     /// Feeds one input to the machine, performs its actions, and re-arms the timer.
@@ -163,9 +181,10 @@ final class PartitionRunner: Sendable {
     }
 
     private func applyLocked(_ input: (inout Box, UnixTime) -> [PartitionDispatcher.Action]) {
-        let now = services.clock()
+        guard let port else { return }
+        let now = port.now
         var enqueued: [UInt64: Result<KafkaPendingDelivery, KafkaError>] = [:]
-        let outcome: (actions: [PartitionDispatcher.Action], total: Int?, cancel: Scheduled<Void>?, idle: Bool)? = box.withLock { box in
+        let outcome: (actions: [PartitionDispatcher.Action], total: Int?, cancel: Scheduled<Void>?, idle: Bool, caughtUp: Bool, reportDemand: Bool)? = box.withLock { box in
             guard !box.closed else { return nil }
             let before = box.machine.outstanding
             var actions = input(&box, now)
@@ -182,53 +201,49 @@ final class PartitionRunner: Sendable {
             // partition's snapshots, token changes and dead letters reach
             // Kafka in the order the machine decided them.
             for case .produce(let produce) in actions {
-                enqueued[produce.ticket] = services.enqueue(produce, number)
+                enqueued[produce.ticket] = port.enqueue(produce, partition: number)
             }
-            let cancel = box.quiesced ? nil : rearm(&box, now: now)
+            let cancel = box.quiesced
+                ? nil
+                : box.timer.arm(at: box.machine.nextDeadline, now: now, on: eventLoop) { [weak self] number in self?.timerFired(number) }
             sendsInFlightNow.store(box.machine.sendsInFlight, ordering: .relaxed)
+            let caughtUp = catchingUpNow.load(ordering: .relaxed) && !box.machine.isCatchingUp && !restoringNow.load(ordering: .relaxed)
             catchingUpNow.store(box.machine.isCatchingUp, ordering: .relaxed)
             // Counted under the lock, so `close()` takes out exactly what is left.
             let delta = box.machine.outstanding - before
-            let idle = services.reportsIdle() && box.machine.isIdle
-            return (actions, delta == 0 ? nil : services.countOutstanding(delta), cancel, idle)
+            let idle = port.reportsIdle && box.machine.isIdle
+            let reportDemand = box.reportedDemand != box.machine.sendDemand && !box.demandReportScheduled
+            if reportDemand { box.demandReportScheduled = true }
+            return (actions, delta == 0 ? nil : port.countOutstanding(delta), cancel, idle, caughtUp, reportDemand)
         }
         guard let outcome else { return }
         outcome.cancel?.cancel()
-        if let total = outcome.total { services.outstandingMoved(total) }
+        if let total = outcome.total { port.outstandingMoved(total) }
         perform(outcome.actions, enqueued: enqueued)
-        if outcome.idle { services.changed() }
+        if outcome.caughtUp { port.caughtUp(number) }
+        // One report per turn of the event loop however many inputs changed the demand.
+        if outcome.reportDemand { eventLoop.execute { [weak self] in self?.reportDemand() } }
+        if outcome.idle { port.changed() }
     }
 
-    /// Arms the timer at the machine's next deadline when that moved;
-    /// returns the timer to cancel, if any.
-    private func rearm(_ box: inout Box, now: UnixTime) -> Scheduled<Void>? {
-        let next = box.machine.nextDeadline
-        if let armed = box.armed, let next, armed.at == next { return nil }
-        let previous = box.armed?.timer
-        box.armed = nil
-        if let next {
-            let delay = max(0, next - now)
-            let nanoseconds = Int64(exactly: (delay * 1e9).rounded(.up)) ?? Int64.max / 2
-            box.timersArmed &+= 1
-            let number = box.timersArmed
-            let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] () -> Void in self?.timerFired(number) }
-            box.armed = (next, timer, number)
-        }
-        return previous
-    }
-
-    /// The armed timer is spent once it fired: the re-arm after it arms the
-    /// next deadline even when that is the same one. The event loop's clock
-    /// is monotonic, the machine's the wall clock: a timer may fire when the
-    /// wall clock says its deadline is still ahead (a slewed or stepped
-    /// clock), and re-arming only on a changed deadline left that partition
-    /// with no timer at all. A cancelled timer that ran anyway leaves the
-    /// armed one alone.
+    /// The timer armed at the machine's deadline fired; a replaced one that ran anyway does nothing.
     private func timerFired(_ number: UInt64) {
         applyLocked { box, now in
-            if box.armed?.number == number { box.armed = nil }
+            guard box.timer.fired(number) else { return [] }
             return box.machine.timerFired(now: now)
         }
+    }
+
+    /// Tells the dispatcher the partition's demand for sends, which shares
+    /// the worker's limit by it: each change, coalesced per turn of the event loop.
+    func reportDemand() {
+        let demand: SendLimitShares.Demand? = box.withLock { box in
+            box.demandReportScheduled = false
+            guard !box.closed, box.reportedDemand != box.machine.sendDemand else { return nil }
+            box.reportedDemand = box.machine.sendDemand
+            return box.reportedDemand
+        }
+        if let demand { port?.demandChanged(number, demand) }
     }
 
     /// Takes an outcome or acknowledgement from another thread; the first
@@ -244,6 +259,7 @@ final class PartitionRunner: Sendable {
     }
 
     private func drain() {
+        guard let port else { return }
         let arrivals = inbox.withLock { inbox in
             inbox.drainScheduled = false
             defer { inbox.arrivals = [] }
@@ -258,7 +274,7 @@ final class PartitionRunner: Sendable {
                 }
             }
             // A revoked partition's last answer: its release may go on.
-            if unanswered.subtract(answered, ordering: .relaxed).newValue == 0, quiescedNow.load(ordering: .relaxed) { services.changed() }
+            if unanswered.subtract(answered, ordering: .relaxed).newValue == 0, quiescedNow.load(ordering: .relaxed) { port.settled(number) }
         }
         apply { machine, now in
             var actions: [PartitionDispatcher.Action] = []
@@ -266,14 +282,14 @@ final class PartitionRunner: Sendable {
                 switch arrival {
                 case .sent(let send, let outcome):
                     // Only a retry's backoff uses the jitter: no random draw per delivered push.
-                    let jitter = outcome.isRetryable ? services.jitter() : 0
+                    let jitter = outcome.isRetryable ? port.jitter() : 0
                     actions += machine.sendCompleted(send, outcome: outcome, now: now, jitter: jitter)
                 case .acknowledged(let ticket):
                     actions += machine.acknowledged(ticket, now: now)
                 case .channel(.created(let activity, let channelID)):
                     actions += machine.channelCreated(activity, id: channelID, now: now)
                 case .channel(.createFailed(let activity, let reason, let retryable)):
-                    actions += machine.channelCreateFailed(activity, reason: reason, retryable: retryable, now: now, jitter: services.jitter())
+                    actions += machine.channelCreateFailed(activity, reason: reason, retryable: retryable, now: now, jitter: port.jitter())
                 case .channel(.deleted(let activity, let channel, let failure)):
                     actions += machine.channelDeleted(activity, channel, failure: failure, now: now)
                 }
@@ -283,6 +299,7 @@ final class PartitionRunner: Sendable {
     }
 
     private func perform(_ actions: [PartitionDispatcher.Action], enqueued: [UInt64: Result<KafkaPendingDelivery, KafkaError>]) {
+        guard let port else { return }
         var sends: [PartitionDispatcher.Send] = []
         for action in actions {
             switch action {
@@ -290,21 +307,23 @@ final class PartitionRunner: Sendable {
                 sends.append(send)
             case .produce(let produce):
                 unanswered.add(1, ordering: .relaxed)
-                watch(produce, pending: enqueued[produce.ticket] ?? services.enqueue(produce, number), attempt: 0, started: produce.trace == nil ? nil : services.clock())
+                watch(produce, pending: enqueued[produce.ticket] ?? port.enqueue(produce, partition: number), attempt: 0, started: produce.trace == nil ? nil : port.now)
             case .commit(let topic, let offset):
-                services.commit(topic, number, offset)
+                // A lingering partition's commands are no longer this worker's to commit.
+                if topic == .commands, lingers.load(ordering: .relaxed) { continue }
+                port.commit(topic, partition: number, offset: offset)
             case .observe(let observation):
-                services.observe(observation)
+                port.observe(observation)
             case .channel(let request):
-                services.channels(request) { [weak self] report in self?.deliver(.channel(report)) }
+                port.channel(request) { [weak self] report in self?.deliver(.channel(report)) }
             }
         }
         guard !sends.isEmpty else { return }
         unanswered.add(sends.count, ordering: .relaxed)
         let started = ContinuousClock.now
         let batch = sends
-        services.sender.submit(batch) { [weak self] index, result in
-            self?.services.pushSent(batch[index], result, (ContinuousClock.now - started).seconds)
+        port.sender.submit(batch) { [weak self] index, result in
+            self?.port?.pushSent(batch[index], result, seconds: (ContinuousClock.now - started).seconds)
             self?.deliver(.sent(batch[index], result.outcome))
         }
     }
@@ -321,7 +340,7 @@ final class PartitionRunner: Sendable {
                 guard let self else { return }
                 switch result {
                 case .success(let report):
-                    if let started { self.services.writeTraced(produce, report, started, self.services.clock()) }
+                    if let started, let port = self.port { port.writeTraced(produce, report, started: started, ended: port.now) }
                     self.deliver(.acknowledged(produce.ticket))
                 case .failure(let error): self.retryWrite(produce, error: error, attempt: attempt + 1, started: started)
                 }
@@ -332,8 +351,8 @@ final class PartitionRunner: Sendable {
     }
 
     private func retryWrite(_ produce: PartitionDispatcher.Produce, error: KafkaError, attempt: Int, started: UnixTime?) {
-        guard !isClosed else { return }
-        services.writeFailed(produce, error, attempt)
+        guard !isClosed, let port else { return }
+        port.writeFailed(produce, error, attempt: attempt)
         if error.isPermanent {
             // Kafka refuses this record for good: give it up rather than block the partition.
             deliver(.acknowledged(produce.ticket))
@@ -341,34 +360,42 @@ final class PartitionRunner: Sendable {
         }
         retries.schedule(after: Backoff.kafkaWrite.ceiling(attempt: attempt)) { [weak self] in
             guard let self, !self.isClosed else { return }
-            self.watch(produce, pending: self.services.enqueue(produce, self.number), attempt: attempt, started: started)
+            guard let port = self.port else { return }
+            self.watch(produce, pending: port.enqueue(produce, partition: self.number), attempt: attempt, started: started)
         }
     }
 }
 
-/// The I/O a ``PartitionRunner`` performs, supplied by the ``Dispatcher``.
-struct DispatchServices: Sendable {
-    var clock: @Sendable () -> UnixTime
-    var jitter: @Sendable () -> Double
-    var sender: PushSender
-    var channels: @Sendable (PartitionDispatcher.ChannelRequest, @escaping @Sendable (BroadcastChannels.Report) -> Void) -> Void
-    var enqueue: @Sendable (PartitionDispatcher.Produce, Int32) -> Result<KafkaPendingDelivery, KafkaError>
-    var commit: @Sendable (InternalTopic, Int32, Int64) -> Void
-    var observe: @Sendable (PartitionDispatcher.Observation) -> Void
+/// The I/O a ``PartitionRunner`` performs, and what it tells its owner:
+/// the ``Dispatcher`` implements it; a test gives a fake.
+protocol PartitionPort: AnyObject, Sendable {
+    /// The wall clock the machine is given.
+    var now: UnixTime { get }
+    /// A draw in 0..<1 for a retry's backoff.
+    func jitter() -> Double
+    var sender: PushSender { get }
+    func channel(_ request: PartitionDispatcher.ChannelRequest, done: @escaping @Sendable (BroadcastChannels.Report) -> Void)
+    func enqueue(_ produce: PartitionDispatcher.Produce, partition: Int32) -> Result<KafkaPendingDelivery, KafkaError>
+    func commit(_ topic: InternalTopic, partition: Int32, offset: Int64)
+    func observe(_ observation: PartitionDispatcher.Observation)
     /// A send was answered: its result, and the seconds it took.
-    var pushSent: @Sendable (PartitionDispatcher.Send, SendResult, Double) -> Void
-    var writeFailed: @Sendable (PartitionDispatcher.Produce, KafkaError, Int) -> Void
-    /// Adds to the worker's count of records in progress; returns the new total.
-    var countOutstanding: @Sendable (Int) -> Int
-    /// The count moved to this total: the back-pressure gate decides (outside any partition's lock).
-    var outstandingMoved: @Sendable (Int) -> Void
+    func pushSent(_ send: PartitionDispatcher.Send, _ result: SendResult, seconds: Double)
+    func writeFailed(_ produce: PartitionDispatcher.Produce, _ error: KafkaError, attempt: Int)
     /// A traced write (a traced push's snapshot) was acknowledged: where it
     /// landed, when it was first enqueued and now.
-    var writeTraced: @Sendable (PartitionDispatcher.Produce, KafkaDeliveryReport, UnixTime, UnixTime) -> Void = { _, _, _, _ in }
-    /// Something the dispatcher may wait for happened: a revoked
-    /// partition has no send or write under way any more, or, while
-    /// `reportsIdle` says so, the partition is idle after an input.
-    var changed: @Sendable () -> Void = {}
+    func writeTraced(_ produce: PartitionDispatcher.Produce, _ report: KafkaDeliveryReport, started: UnixTime, ended: UnixTime)
+    /// Adds to the worker's count of records in progress; returns the new total.
+    func countOutstanding(_ delta: Int) -> Int
+    /// The count moved to this total (called outside any partition's lock).
+    func outstandingMoved(_ total: Int)
+    /// The partition's demand for sends changed.
+    func demandChanged(_ number: Int32, _ demand: SendLimitShares.Demand)
+    /// The restored partition read its previous owner's commands.
+    func caughtUp(_ number: Int32)
+    /// The revoked partition has no send or write under way any more.
+    func settled(_ number: Int32)
+    /// While ``reportsIdle``: the partition is idle after an input.
+    func changed()
     /// Whether the dispatcher waits for its partitions to be idle (it is draining).
-    var reportsIdle: @Sendable () -> Bool = { false }
+    var reportsIdle: Bool { get }
 }
