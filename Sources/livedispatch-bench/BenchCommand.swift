@@ -18,12 +18,14 @@ struct BenchCommand: AsyncParsableCommand {
         subcommands: [
             BenchAPNsCommand.self, BenchWorkerCommand.self, BenchDispatchCommand.self, BenchFanOutCommand.self, BenchFaultsCommand.self,
             BenchScaleCommand.self, BenchSoakCommand.self, BenchHTTPAttackCommand.self, BenchRulesDiffCommand.self, BenchKafkaConsumeCommand.self, BenchIdleCommand.self,
+            BenchJSONCommand.self,
         ]
     )
 }
 
 /// `livedispatch-bench apns`: sends N pushes over C connections with the APNs
-/// client and prints `pushes/s` and latency percentiles.
+/// client and prints `pushes/s` and latency percentiles; beside h2load or
+/// AsyncHTTPClient sending the same requests, the ratios too.
 struct BenchAPNsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns",
@@ -56,6 +58,14 @@ struct BenchAPNsCommand: AsyncParsableCommand {
             once with only the path, topic and push type; print the client's rate over each.
             """)
     var compareH2load = false
+    @Flag(
+        name: .customLong("compare-async-http-client"),
+        help: """
+            After each round, send the same number of pushes with AsyncHTTPClient over the same number of HTTP/2 \
+            connections (one HTTPClient each), from as many senders, with the same headers and payload; print the \
+            client's rate over AsyncHTTPClient's.
+            """)
+    var compareAsyncHTTPClient = false
     @Option(name: .customLong("h2load-path"), help: "The h2load to run.") var h2loadPath = "/usr/bin/h2load"
     @Option(name: .customLong("h2load-streams"), help: "h2load's streams per connection (-m).") var h2loadStreams = 100
 
@@ -67,6 +77,7 @@ struct BenchAPNsCommand: AsyncParsableCommand {
         guard batch >= 1 else { throw ValidationError("--batch must be at least 1") }
         guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
         guard h2loadStreams >= 1 else { throw ValidationError("--h2load-streams must be at least 1") }
+        if compareAsyncHTTPClient, batch != 1 { throw ValidationError("--compare-async-http-client sends one push per request: leave --batch at 1") }
         if compareH2load, !FileManager.default.isExecutableFile(atPath: h2loadPath) {
             throw ValidationError("--compare-h2load: \(h2loadPath) is not an executable (install nghttp2-client or give --h2load-path)")
         }
@@ -114,8 +125,23 @@ struct BenchAPNsCommand: AsyncParsableCommand {
                 connections: connections, requests: requests, streams: h2loadStreams)
         }
         defer { comparison?.removeFiles() }
+        var library: AsyncHTTPClientComparison?
+        if compareAsyncHTTPClient {
+            let compared = AsyncHTTPClientComparison(
+                endpoint: endpoint, connections: connections, trustRoots: roots, insecure: insecure, token: deviceToken, bundleID: bundleID,
+                payload: payload, authorization: try "bearer " + signingKey.providerToken(issuedAt: UnixTime(seconds: Date().timeIntervalSince1970)),
+                timeout: timeout)
+            library = compared
+            do {
+                try await compared.warmUp()
+            } catch {
+                await compared.shutdown()
+                await pool.shutdown()
+                throw error
+            }
+        }
 
-        var rounds: [(client: Measurement, sameHeaders: Double?, minimalHeaders: Double?)] = []
+        var rounds: [(client: Measurement, sameHeaders: Double?, minimalHeaders: Double?, library: Measurement?)] = []
         for round in 1...self.rounds {
             let client = await Self.measure(pool: pool, requests: requests, senders: inFlight, batch: batch) {
                 Self.request(deviceToken, bundleID: bundleID, payload: payload)
@@ -133,13 +159,20 @@ struct BenchAPNsCommand: AsyncParsableCommand {
                 line += String(
                     format: ", h2load (same headers) %.0f requests/s, h2load (minimal headers) %.0f requests/s", sameHeaders ?? 0, minimalHeaders ?? 0)
             }
-            if self.rounds > 1 || comparison != nil { print(line) }
-            rounds.append((client, sameHeaders, minimalHeaders))
+            var libraryRound: Measurement?
+            if let library {
+                let measured = await library.measure(requests: requests, senders: inFlight)
+                libraryRound = measured
+                line += String(format: ", AsyncHTTPClient %.0f pushes/s", measured.rate)
+            }
+            if self.rounds > 1 || comparison != nil || library != nil { print(line) }
+            rounds.append((client, sameHeaders, minimalHeaders, libraryRound))
         }
+        await library?.shutdown()
         await pool.shutdown()
 
         let sorted = rounds.flatMap(\.client.latencies).sorted()
-        func percentile(_ fraction: Double) -> String {
+        func percentile(_ fraction: Double, of sorted: [Int64]) -> String {
             guard !sorted.isEmpty else { return "n/a" }
             let index = min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)
             return String(format: "%.3f ms", Double(sorted[max(0, index)]) / 1e6)
@@ -150,7 +183,7 @@ struct BenchAPNsCommand: AsyncParsableCommand {
             "endpoint: \(endpoint) connections: \(connections) senders: \(inFlight) batch: \(batch) payload: \(payload.count) bytes")
         print("outcomes: " + outcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
         print(String(format: "pushes/s: %.0f", Double(requests * rounds.count) / clientSeconds))
-        print("latency\(batch > 1 ? " (per batch)" : "") p50: \(percentile(0.50)) p99: \(percentile(0.99)) p999: \(percentile(0.999))")
+        print("latency\(batch > 1 ? " (per batch)" : "") p50: \(percentile(0.50, of: sorted)) p99: \(percentile(0.99, of: sorted)) p999: \(percentile(0.999, of: sorted))")
         if comparison != nil {
             // Each ratio compares the same number of requests, round by round,
             // so it is total time against total time.
@@ -159,6 +192,19 @@ struct BenchAPNsCommand: AsyncParsableCommand {
                 let each = zip(rounds, rates).map { String(format: "%.2f", $1 == 0 ? 0 : $0.client.rate / $1) }
                 print(String(format: "client / h2load (%@): %.2f", label, h2loadSeconds / clientSeconds) + " (rounds: \(each.joined(separator: " ")))")
             }
+        }
+        if library != nil {
+            let measured = rounds.compactMap(\.library)
+            let libraryOutcomes = measured.map(\.outcomes).reduce(into: [:]) { $0.merge($1, uniquingKeysWith: +) }
+            let librarySeconds = measured.map(\.seconds).reduce(0, +)
+            let librarySorted = measured.flatMap(\.latencies).sorted()
+            print("AsyncHTTPClient outcomes: " + libraryOutcomes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+            print(String(format: "AsyncHTTPClient pushes/s: %.0f", Double(requests * measured.count) / max(librarySeconds, 1e-9)))
+            print("AsyncHTTPClient latency p50: \(percentile(0.50, of: librarySorted)) p99: \(percentile(0.99, of: librarySorted)) p999: \(percentile(0.999, of: librarySorted))")
+            // The same number of pushes each round: total time against total time.
+            let each = rounds.compactMap { round in round.library.map { String(format: "%.2f", $0.rate == 0 ? 0 : round.client.rate / $0.rate) } }
+            print(String(format: "client / AsyncHTTPClient: %.2f", librarySeconds / max(clientSeconds, 1e-9)) + " (rounds: \(each.joined(separator: " ")))")
+            print("load average: \(LoadAverage.current())")
         }
     }
 
@@ -239,7 +285,7 @@ struct BenchAPNsCommand: AsyncParsableCommand {
 }
 
 /// Hands out at most `limit` tickets to the sending tasks.
-private final class Ticket: Sendable {
+final class Ticket: Sendable {
     private let taken = Atomic(0)
     private let limit: Int
     init(limit: Int) { self.limit = limit }

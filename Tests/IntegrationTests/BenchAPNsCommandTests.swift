@@ -3,14 +3,54 @@ import Foundation
 import Glibc
 import Testing
 
-/// `livedispatch-bench apns --compare-h2load` as a process, against nghttpd:
-/// rounds of the client and of h2load sending the same requests, and the
-/// ratios between them.
+/// `livedispatch-bench apns --compare-h2load` and `--compare-async-http-client`
+/// as a process, against nghttpd: rounds of the client and of h2load or
+/// AsyncHTTPClient sending the same requests, and the ratios between them.
 @Suite("livedispatch-bench apns")
 struct BenchAPNsCommandTests {
     static let token = String(repeating: "0b", count: 32)
 
     @Test func comparesTheClientWithH2loadSendingTheSameRequests() async throws {
+        try await Self.withNghttpd { port, certificateFile in
+            try Self.checkH2loadComparison(port: port, certificateFile: certificateFile)
+        }
+    }
+
+    @Test func comparesTheClientWithAsyncHTTPClientSendingTheSameRequests() async throws {
+        try await Self.withNghttpd { port, certificateFile in
+            let result = try runBench([
+                "apns", "--endpoint", "https://127.0.0.1:\(port)", "--server-name", "localhost",
+                "--trust-roots", certificateFile.path, "--token", Self.token, "--connections", "2", "--requests", "2000",
+                "--rounds", "2", "--compare-async-http-client",
+            ])
+            #expect(result.status == 0, "\(result.standardOutput)\n\(result.standardError)")
+            let lines = result.standardOutput.split(separator: "\n").map(String.init)
+            for round in 1...2 {
+                #expect(
+                    lines.contains { $0.hasPrefix("round \(round): client ") && $0.contains(" pushes/s, AsyncHTTPClient ") && $0.hasSuffix(" pushes/s") },
+                    "\(result.standardOutput)")
+            }
+            #expect(lines.contains("outcomes: delivered=4000"), "\(result.standardOutput)")
+            #expect(lines.contains("AsyncHTTPClient outcomes: delivered=4000"), "\(result.standardOutput)")
+            let prefix = "client / AsyncHTTPClient: "
+            let line = try #require(lines.first { $0.hasPrefix(prefix) }, "\(result.standardOutput)")
+            let ratio = try #require(Double(line.dropFirst(prefix.count).prefix { $0 != " " }), "\(line)")
+            #expect(ratio > 0 && ratio < 100, "\(line)")
+            #expect(line.contains("(rounds: "), "\(line)")
+        }
+    }
+
+    @Test func refusesBatchesWithAsyncHTTPClient() throws {
+        let result = try runBench([
+            "apns", "--endpoint", "https://127.0.0.1:1", "--token", Self.token, "--insecure", "--compare-async-http-client", "--batch", "10",
+        ])
+        #expect(result.status != 0)
+        #expect(result.standardError.contains("--compare-async-http-client sends one push per request: leave --batch at 1"), "\(result.standardError)")
+    }
+
+    /// nghttpd over TLS on a free port, serving an empty file at the
+    /// device path of ``token``, for the length of `body`.
+    static func withNghttpd(_ body: (_ port: Int, _ certificateFile: URL) async throws -> Void) async throws {
         let directory = try TestPaths.temporaryDirectory("bench-apns")
         defer { try? FileManager.default.removeItem(at: directory) }
         let certificate = try SimulatorCertificate.generate()
@@ -36,7 +76,10 @@ struct BenchAPNsCommandTests {
         }
         let listening = await eventually(timeout: 30) { canConnect(port: port) }
         try #require(listening, "nghttpd did not listen on \(port)")
+        try await body(port, certificateFile)
+    }
 
+    static func checkH2loadComparison(port: Int, certificateFile: URL) throws {
         let result = try runBench([
             "apns", "--endpoint", "https://127.0.0.1:\(port)", "--server-name", "localhost",
             "--trust-roots", certificateFile.path, "--token", Self.token, "--connections", "2", "--requests", "2000",
