@@ -25,7 +25,7 @@ public final class Router: Service, Sendable {
     public typealias Observer = @Sendable (DeadLetter) -> Void
 
     /// The stage's machine and the one timer armed at its next deadline.
-    private struct Stage: Sendable {
+    struct Stage: Sendable {
         var machine: RoutingStage
         var timer = MachineTimer<Scheduled<Void>>()
     }
@@ -45,10 +45,10 @@ public final class Router: Service, Sendable {
     let tracing: WorkerTracing?
     let commandsTopic: String
     let topics: [String]
-    private let stage: Mutex<Stage>
+    let stage: Mutex<Stage>
     private let consumerStage: ConsumerStage
     /// Reads the partitions handed over (``RoutingStage``): no group, no commits.
-    private let lingering: KafkaConsumer
+    let lingering: KafkaConsumer
     /// The router's timers and async waits run here; its uptime is the stage machine's clock.
     private let eventLoop: any EventLoop
     /// The longest a partition given up is routed on: long enough for a
@@ -70,7 +70,7 @@ public final class Router: Service, Sendable {
     /// Signalled, while draining, when an event completes or partitions are
     /// revoked, and whenever a hand-over starts or stops or the stage
     /// stops: what the drain and the hand-over watch wait for.
-    private let changes: ChangeSignal
+    let changes: ChangeSignal
     /// Signalled when routing pauses and when the dispatcher's backlog
     /// moved while it is paused: what the back-pressure watch waits for.
     private let downstreamChanges: ChangeSignal
@@ -274,62 +274,6 @@ public final class Router: Service, Sendable {
         Result { () throws(KafkaError) in try producer.enqueue(topic: output.topic, key: output.key, value: output.value, headers: output.headers) }
     }
 
-    struct Output: Sendable {
-        var topic: String
-        var key: [UInt8]?
-        var value: [UInt8]
-        /// The rule that made a command.
-        var rule: String? = nil
-        /// `traceparent` and `tracestate` of a traced command.
-        var headers: [KafkaHeader] = []
-        /// The span of a traced command's write, ended by its acknowledgement.
-        var span: TracedSpan? = nil
-    }
-
-    /// The commands and dead letters one event turns into.
-    func outputs(for record: KafkaRecord, now: UnixTime) -> [Output] {
-        func deadLetter(_ reason: DeadLetterReason, _ message: String, rule: String?) -> Output {
-            self.deadLetter(for: record, reason: reason, message: message, rule: rule, now: now)
-        }
-        let maxEventBytes = configuration.limits.maxEventBytes
-        let domain = DomainRecord(record, now: now, maxEventBytes: maxEventBytes)
-        if let rejection = domain.rejection {
-            metrics.eventRouted("too_large")
-            return [deadLetter(.invalidJSON, rejection.reason, rule: nil)]
-        }
-        var outputs: [Output] = []
-        for outcome in domain.evaluate(rules.current, now: now, maxEventBytes: maxEventBytes)
-        {
-            switch outcome {
-            case .command(let command):
-                metrics.eventRouted("command")
-                outputs.append(Output(
-                    topic: configuration.topic(.commands), key: Array(command.activityID.rawValue.utf8), value: command.routed.serialized(),
-                    rule: command.source?.rule))
-            case .failure(let failure):
-                metrics.eventRouted("failure")
-                let reason: DeadLetterReason = failure.code == .invalidEvent ? .invalidJSON : .ruleError
-                outputs.append(deadLetter(reason, failure.description, rule: failure.rule))
-            case .noMatch:
-                metrics.eventRouted("no_match")
-            }
-        }
-        return outputs
-    }
-
-    /// The dead letter of an event, cut to ``DeadLetter/maxBytes``.
-    func deadLetter(for record: KafkaRecord, reason: DeadLetterReason, message: String, rule: String?, now: UnixTime) -> Output {
-        let letter = DeadLetter(
-            reason: reason, message: message, rule: rule,
-            origin: .init(
-                topic: record.topic, partition: record.partition, offset: record.offset,
-                key: record.key.map { String(decoding: $0, as: UTF8.self) }, valueBytes: record.value),
-            deadLetteredAt: now)
-        metrics.deadLettered(reason)
-        observer?(letter)
-        return Output(topic: configuration.topic(.deadLetters), key: record.key, value: letter.serialized())
-    }
-
     private func complete(_ partition: OffsetTracker.Partition, offset: Int64) {
         let waiting = downstream?() ?? 0
         input { stage, _ in stage.completed(partition, offset: offset, downstream: waiting) }
@@ -339,7 +283,7 @@ public final class Router: Service, Sendable {
     /// Feeds the stage's machine one input at the router's clock, re-arms
     /// its timer at its next deadline, and performs its actions after
     /// releasing the lock.
-    private func input(_ input: (inout RoutingStage, UnixTime) -> [RoutingStage.Action]) {
+    func input(_ input: (inout RoutingStage, UnixTime) -> [RoutingStage.Action]) {
         let now = eventLoop.uptime
         let (actions, replaced) = stage.withLock { stage in
             let actions = input(&stage.machine, now)
@@ -469,81 +413,7 @@ public final class Router: Service, Sendable {
         }
     }
 
-    // MARK: Hand-over
-
-    /// Routes what the hand-over reader reads, without committing.
-    private func runLingering() async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                await withTaskCancellationHandler {
-                    do {
-                        try await self.lingering.runUntilClosed()
-                    } catch {
-                        self.logger.warning("The hand-over reader stopped", metadata: ["error": "\(error)"])
-                    }
-                } onCancel: {
-                    self.lingering.close()
-                }
-            }
-            group.addTask {
-                for await event in self.lingering.events {
-                    guard case .record(let record) = event else { continue }
-                    self.route(record, tracked: false)
-                }
-            }
-        }
-    }
-
-    /// Runs the hand-over reader (a service of its own, ``HandOverService``,
-    /// stopped after the dispatcher): on shutdown it waits until what the
-    /// router handed over on leaving its group is routed by the new owners,
-    /// quiet, or past its bound, then stops.
-    func runHandOver() async {
-        let stopping = Atomic(false)
-        await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await self.runLingering() }
-                await self.watchHandOver { stopping.load(ordering: .acquiring) && self.stage.withLock(\.machine.isHandOverIdle) }
-                self.input { stage, _ in stage.stop() }
-                self.lingering.close()
-            }
-        } onGracefulShutdown: {
-            stopping.store(true, ordering: .releasing)
-            self.changes.signal()
-        }
-    }
-
-    /// Ends each hand-over once the group's committed offset shows its new
-    /// owner routes the partition; returns when `done`. The machine's own
-    /// deadlines (its limit, the leaving bound, quiet spells) end the others
-    /// through its timer. The committed offsets, another worker's progress,
-    /// are read from Kafka every ``handOverCheck`` only while a hand-over is
-    /// under way; otherwise, and between reads, it waits for ``changes`` (a
-    /// hand-over starting or ending, the stage stopping).
-    private func watchHandOver(until done: () -> Bool) async {
-        var nextRead: ContinuousClock.Instant?
-        while !Task.isCancelled {
-            let seen = changes.generation
-            if done() { return }
-            let partitions = stage.withLock(\.machine.handingOver)
-            guard !partitions.isEmpty else {
-                nextRead = nil
-                await changes.wait(after: seen, timeout: nil)
-                continue
-            }
-            let due = nextRead ?? ContinuousClock.now + Self.handOverCheck
-            nextRead = due
-            let left = due - ContinuousClock.now
-            guard left <= .zero else {
-                await changes.wait(after: seen, timeout: left)
-                continue
-            }
-            nextRead = ContinuousClock.now + Self.handOverCheck
-            let committed = (try? await lingering.committedOffsets(for: partitions.map(Self.topicPartition), timeout: .seconds(2))) ?? [:]
-            let offsets = Dictionary(committed.map { (Self.tracked($0.key), $0.value) }) { first, _ in first }
-            input { stage, _ in stage.committed(offsets) }
-        }
-    }
+    // MARK: Stopping
 
     /// Stops reading for the group: what was read is finished and committed
     /// when the consumer closes. When other workers will take the
@@ -565,37 +435,6 @@ public final class Router: Service, Sendable {
             let left = deadline - ContinuousClock.now
             guard left > .zero else { return }
             await changes.wait(after: seen, timeout: left)
-        }
-    }
-
-    /// The hand-over reader as a service of its own, listed before the
-    /// dispatcher so that it stops after it: a stopping worker's router
-    /// leaves its group first and routes on what it owned while the
-    /// dispatcher hands its partitions over.
-    public struct HandOverService: Service {
-        let router: Router
-
-        public func run() async throws {
-            await router.runHandOver()
-        }
-    }
-
-    public var handOverService: HandOverService { HandOverService(router: self) }
-}
-
-/// Names, sizes and modification times of a rules directory's files: a
-/// change of any means the rules may have changed.
-struct RuleDirectoryFingerprint: Equatable {
-    var entries: [String]
-
-    init(directory: String) {
-        let manager = FileManager.default
-        let names = ((try? manager.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }.sorted()
-        entries = names.map { name in
-            let attributes = try? manager.attributesOfItem(atPath: (directory as NSString).appendingPathComponent(name))
-            let size = (attributes?[.size] as? NSNumber)?.intValue ?? -1
-            let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-            return "\(name):\(size):\(modified)"
         }
     }
 }
