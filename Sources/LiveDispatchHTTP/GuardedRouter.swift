@@ -86,7 +86,7 @@ final class GuardedRouter: ServerTransport {
         guard let scope = declared[Self.routeKey(method, path)] else { throw UndeclaredRouteAccess(method: method.rawValue, path: path) }
         let access = RouteAccess.key(scope)
         routes.append(.init(method: method, path: path, access: access))
-        methods.add(method, path)
+        methods.add(method, path, access: access)
         let gate = gate
         let guarded: @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?) = { request, body, metadata in
             switch gate.admit(request, access: access) {
@@ -96,7 +96,7 @@ final class GuardedRouter: ServerTransport {
         }
         router.register(guarded, method: method, path: path)
         if method == .get {
-            methods.add(.head, path)
+            methods.add(.head, path, access: access)
             router.register({ HeadAnswer.strip(try await guarded($0, $1, $2)) }, method: .head, path: path)
         }
     }
@@ -150,6 +150,27 @@ final class AccessGate: Sendable {
         return nil
     }
 
+    /// The answer to give before the request's body is read, when its head
+    /// alone already refuses it: no valid key (401), a key without the
+    /// route's scope or a cross-site keyless read (403), a body that is not
+    /// JSON (415). It spends nothing of the rate limit, which the handler's
+    /// own check (``admit(_:access:)``) still applies.
+    func refusalBeforeBody(_ request: HTTPRequest, access: RouteAccess) -> APIError? {
+        guard case .key(let scope) = access else { return nil }
+        switch table.authorize(request.headerFields[.authorization], needs: scope, host: request.authority) {
+        case .open:
+            if let site = Self.crossSite(request) {
+                return APIError(
+                    status: .forbidden, code: "forbidden",
+                    message: "a read without a key is answered only to this machine's own pages and tools; this request came from \(site)")
+            }
+        case .allowed: break
+        case .unauthorized(let message): return APIError(status: .unauthorized, code: "unauthorized", message: message)
+        case .forbidden(let message): return APIError(status: .forbidden, code: "forbidden", message: message)
+        }
+        return Self.mediaRefusal(request)
+    }
+
     /// Who calls the route (nil for an open one), or the answer to give instead.
     func admit(_ request: HTTPRequest, access: RouteAccess) -> Result<RequestCaller?, APIError> {
         guard case .key(let scope) = access else { return .success(nil) }
@@ -174,13 +195,17 @@ final class AccessGate: Sendable {
                 status: .tooManyRequests, code: "rate-limited",
                 message: "\(whose) is spent (http.rate_limit); retry after \(seconds)s", retryAfter: seconds))
         }
-        let contentType = request.headerFields[.contentType]
-        if contentType.map({ !Self.isJSON($0) }) ?? Self.hasBody(request) {
-            return .failure(APIError(
-                status: .unsupportedMediaType, code: "unsupported-media-type",
-                message: "a body sent to this route needs Content-Type: application/json; got \((contentType ?? "none").debugDescription)"))
-        }
+        if let refusal = Self.mediaRefusal(request) { return .failure(refusal) }
         return .success(caller)
+    }
+
+    /// 415 unless a body sent is declared `application/json`.
+    static func mediaRefusal(_ request: HTTPRequest) -> APIError? {
+        let contentType = request.headerFields[.contentType]
+        guard contentType.map({ !isJSON($0) }) ?? hasBody(request) else { return nil }
+        return APIError(
+            status: .unsupportedMediaType, code: "unsupported-media-type",
+            message: "a body sent to this route needs Content-Type: application/json; got \((contentType ?? "none").debugDescription)")
     }
 
     /// The rate limiter's name for every read without a key: they share one

@@ -3,14 +3,16 @@ import Hummingbird
 import OpenAPIRuntime
 import Synchronization
 
-/// The methods each registered path template answers, filled as routes are
-/// registered (``GuardedRouter``) and read by ``MethodMiddleware``.
+/// The methods each registered path template answers and what each route
+/// needs (``RouteAccess``), filled as routes are registered
+/// (``GuardedRouter``) and read by ``MethodMiddleware`` and
+/// ``AccessBeforeBodyMiddleware``.
 final class RouteMethods: Sendable {
-    private let templates = Mutex<[(segments: [Substring], method: HTTPRequest.Method)]>([])
+    private let templates = Mutex<[(segments: [Substring], method: HTTPRequest.Method, access: RouteAccess)]>([])
 
-    func add(_ method: HTTPRequest.Method, _ path: String) {
+    func add(_ method: HTTPRequest.Method, _ path: String, access: RouteAccess = .open) {
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
-        templates.withLock { $0.append((segments, method)) }
+        templates.withLock { $0.append((segments, method, access)) }
     }
 
     /// The methods of the templates `path` matches (a `{name}` or `:name`
@@ -22,10 +24,30 @@ final class RouteMethods: Sendable {
         }
     }
 
+    /// What the route `method path` resolves to needs: of the templates it
+    /// matches, the one with the most literal segments, as the router
+    /// prefers a constant segment to a parameter. Nil when no template
+    /// matches, or when two equally literal ones disagree (the handler's own
+    /// check then decides).
+    func access(_ method: HTTPRequest.Method, _ path: String) -> RouteAccess? {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        let matched = templates.withLock { templates in
+            templates.filter { $0.method == method && Self.matches($0.segments, segments) }
+        }
+        func literals(_ template: [Substring]) -> Int { template.filter { !Self.isParameter($0) }.count }
+        guard let most = matched.map({ literals($0.segments) }).max() else { return nil }
+        let accesses = Set(matched.filter { literals($0.segments) == most }.map(\.access))
+        return accesses.count == 1 ? accesses.first : nil
+    }
+
+    static func isParameter(_ segment: Substring) -> Bool {
+        segment.hasPrefix("{") && segment.hasSuffix("}") || segment.hasPrefix(":")
+    }
+
     static func matches(_ template: [Substring], _ segments: [Substring]) -> Bool {
         guard template.count == segments.count else { return false }
         return zip(template, segments).allSatisfy { pattern, segment in
-            pattern.hasPrefix("{") && pattern.hasSuffix("}") || pattern.hasPrefix(":") || pattern == segment
+            isParameter(pattern) || pattern == segment
         }
     }
 }

@@ -25,9 +25,17 @@ struct RequestDeadlines: Sendable {
         case none
     }
 
-    let headerTimeout: Duration
-    let requestTimeout: Duration
+    private(set) var headerTimeout: Duration
+    private(set) var requestTimeout: Duration
     private(set) var phase: Phase
+
+    /// The timeouts for waits that start from now on (the listener's
+    /// pressure shortens them, ``ConnectionAdmission/timeouts``); a wait
+    /// already under way keeps its deadline.
+    mutating func use(headerTimeout: Duration, requestTimeout: Duration) {
+        self.headerTimeout = headerTimeout
+        self.requestTimeout = requestTimeout
+    }
 
     init(headerTimeout: Duration, requestTimeout: Duration, openedAt now: ContinuousClock.Instant) {
         self.headerTimeout = headerTimeout
@@ -65,8 +73,20 @@ struct RequestDeadlines: Sendable {
         }
     }
 
-    /// The response's last part was written; a kept-alive connection waits for the next head.
-    mutating func responseEnded(at now: ContinuousClock.Instant) -> Action {
+    /// The response's last part was written; a kept-alive connection waits
+    /// for the next head. A response that said `Connection: close`
+    /// (`keepAlive` false) closes the connection once written, whatever of
+    /// the request's body is still unread.
+    mutating func responseEnded(at now: ContinuousClock.Instant, keepAlive: Bool = true) -> Action {
+        if !keepAlive {
+            switch phase {
+            case .awaitingHead, .readingBody, .responding:
+                phase = .closed
+                return .close
+            case .closed:
+                return .none
+            }
+        }
         switch phase {
         case .responding:
             let deadline = now + headerTimeout

@@ -25,9 +25,13 @@ import Synchronization
 ///
 /// Hostile clients are bounded: `http.max_connections` connections are
 /// served at once (the rest wait in the listen backlog, holding no file
-/// descriptor of ours), idle connections close after `http.idle_timeout`,
-/// slow heads and bodies after `http.header_timeout` and `http.request_timeout`,
-/// bodies are refused on GET routes and above `http.max_body_bytes`.
+/// descriptor of ours), at most `http.max_connections_per_address` from one
+/// client address, the idle ones closed first when every slot is taken
+/// (``ConnectionAdmission``); idle connections close after `http.idle_timeout`,
+/// slow heads and bodies after `http.header_timeout` and `http.request_timeout`
+/// (2 s and 10 s once more than half of the slots are taken); a request its
+/// key refuses is answered before its body is read; bodies are refused on
+/// GET routes and above `http.max_body_bytes`.
 public struct WorkerHTTPServer: Service {
     /// Produces the Prometheus exposition text.
     public typealias Exposition = @Sendable () -> [UInt8]
@@ -200,8 +204,11 @@ public struct WorkerHTTPServer: Service {
         // in code is held to the same range rather than trapping on conversion.
         func bounded(_ seconds: Double) -> Duration { .milliseconds(Int64(min(max(seconds.isNaN ? 60 : seconds, 0.01), 86_400) * 1000)) }
         let header = bounded(configuration.headerTimeout), request = bounded(configuration.requestTimeout)
+        let ledger = ConnectionLedger(limits: .init(
+            maxConnections: max(1, configuration.maxConnections), maxPerAddress: max(1, configuration.maxConnectionsPerAddress),
+            headerTimeout: header, requestTimeout: request))
         let channel = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [RequestDeadlineHandler(headerTimeout: header, requestTimeout: request)],
+            additionalChannelHandlers: [RequestDeadlineHandler(headerTimeout: header, requestTimeout: request, ledger: ledger)],
             idleTimeout: TimeAmount(bounded(configuration.idleTimeout)),
             httpDecoderConfiguration: .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100))
         application = Application(
@@ -254,10 +261,11 @@ public struct WorkerHTTPServer: Service {
         if let tracer { router.add(middleware: TracingMiddleware(tracer: tracer)) }
         router.add(middleware: ErrorResponseMiddleware(logger: logger))
         router.add(middleware: MethodMiddleware(methods: methods))
-        router.add(middleware: BodyLimitMiddleware(maxBytes: configuration.maxBodyBytes))
         let gate = AccessGate(
             table: APIKeyTable(configuration.apiKeys, openReads: openReads),
             limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateBurst), clock: clock)
+        router.add(middleware: AccessBeforeBodyMiddleware(methods: methods, gate: gate))
+        router.add(middleware: BodyLimitMiddleware(maxBytes: configuration.maxBodyBytes))
         let routes = try GuardedRouter(router: router, gate: gate, methods: methods)
         Self.addHealthRoutes(to: routes, health: health, exposition: exposition)
         ConsoleAssets.addRoutes(to: routes)

@@ -57,3 +57,21 @@ struct RequestDeadlinesTests {
         #expect(deadlines.headReceived(at: start) == .none)
     }
 }
+
+@Suite("Request deadlines: Connection: close")
+struct RequestDeadlinesCloseTests {
+    @Test("a response that said Connection: close closes the connection once written, body unread or not")
+    func closeAfterResponse() {
+        let start = ContinuousClock.now
+        var deadlines = RequestDeadlines(headerTimeout: .seconds(10), requestTimeout: .seconds(30), openedAt: start)
+        #expect(deadlines.headReceived(at: start) == .arm(start + .seconds(30)))
+        // Refused from its head: the body is still unread when the answer ends.
+        #expect(deadlines.responseEnded(at: start, keepAlive: false) == .close)
+        #expect(deadlines.phase == .closed)
+        #expect(deadlines.timerFired(at: start + .seconds(31)) == .none)
+        var kept = RequestDeadlines(headerTimeout: .seconds(10), requestTimeout: .seconds(30), openedAt: start)
+        _ = kept.headReceived(at: start)
+        _ = kept.requestEnded()
+        #expect(kept.responseEnded(at: start) == .arm(start + .seconds(10)))
+    }
+}

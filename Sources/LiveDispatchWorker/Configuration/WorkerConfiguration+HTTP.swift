@@ -14,6 +14,9 @@ extension WorkerConfiguration {
         /// Connections served at once; more wait in the listen backlog
         /// until one closes, so they cannot exhaust the process's file descriptors.
         public var maxConnections = 512
+        /// Connections one client address may hold at once (as nginx's
+        /// `limit_conn`); more from it are closed as soon as they open.
+        public var maxConnectionsPerAddress = 64
         /// Largest request body accepted, in bytes; larger ones get 413.
         public var maxBodyBytes = 256 * 1024
         /// Requests per second each API key may make, on average.

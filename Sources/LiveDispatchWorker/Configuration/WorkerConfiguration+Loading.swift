@@ -195,6 +195,7 @@ struct ConfigurationKey: Sendable {
         .duration("http.header_timeout", \.http.headerTimeout),
         .duration("http.request_timeout", \.http.requestTimeout),
         .integer("http.max_connections", 1...1_000_000, \.http.maxConnections),
+        .integer("http.max_connections_per_address", 1...1_000_000, \.http.maxConnectionsPerAddress),
         .integer("http.max_body_bytes", 1...(64 << 20), \.http.maxBodyBytes),
         .integer("http.rate_limit", 1...1_000_000, \.http.rateLimit),
         .integer("http.rate_burst", 1...1_000_000, \.http.rateBurst),
