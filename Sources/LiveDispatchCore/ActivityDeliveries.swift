@@ -48,7 +48,7 @@ struct ActivityDeliveries: Sendable {
     }
 
     let configuration: PartitionDispatcher.Configuration
-    private var registrations: [ActivityID: TokenTable<RegisteredToken>] = [:]
+    private(set) var registrations: [ActivityID: TokenTable<RegisteredToken>] = [:]
     private var deliveries: [ActivityID: Delivery] = [:]
     /// The newest completed pushes of each activity, written in its snapshots.
     private var pushHistory: [ActivityID: [PushSummary]] = [:]

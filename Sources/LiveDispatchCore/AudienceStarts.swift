@@ -59,8 +59,8 @@ struct AudienceStarts: Sendable {
     }
 
     /// Push-to-start tokens by audience, then token.
-    private var audiences: [AudienceKey: [DeviceToken: PushToStartToken]] = [:]
-    private var budget: PushToStartBudget
+    private(set) var audiences: [AudienceKey: [DeviceToken: PushToStartToken]] = [:]
+    private(set) var budget: PushToStartBudget
     /// Audience starts being sent, by their offset on `starts`.
     private var deliveries: [Int64: Delivery] = [:]
 

@@ -168,7 +168,7 @@ public struct Coalescer: Sendable {
     /// The declared activity types every command is checked against, on
     /// the state it makes (a merge patch on the merged state).
     public var types: ActivityTypes = .none
-    private var entries: [ActivityID: Entry] = [:]
+    private(set) var entries: [ActivityID: Entry] = [:]
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration

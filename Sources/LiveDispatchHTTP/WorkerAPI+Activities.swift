@@ -1,13 +1,25 @@
 import LiveDispatchCore
 
 extension WorkerAPI {
-    /// `GET /v1/activities/{activity_id}`: what Kafka holds of an activity,
-    /// read from its partition of `state` and `token-store` and from
-    /// `dead-letters`, so any worker answers alike.
+    /// `GET /v1/activities/{activity_id}`: the activity from the memory of
+    /// its partition's owner when that is this worker; otherwise what Kafka
+    /// holds of it, read from its partition of `state` and `token-store`
+    /// and from `dead-letters`.
     func getActivity(_ input: Operations.GetActivity.Input) async throws -> Operations.GetActivity.Output {
         let limit = input.query.tokensLimit ?? 100
         let id = input.path.activityId
         if let bad = Self.badPage(activity: id, cursor: nil, limit: limit, limitParameter: "tokens_limit") { return .badRequest(bad) }
+        if let answer = await ownerRead(id, after: nil, limit: limit) {
+            guard let read = answer else {
+                return .notFound(.init(body: .json(.init(error: "not-found", message: "the owner of its partition holds no state or token of activity \(id.debugDescription)"))))
+            }
+            let state = read.state
+            let view = Components.Schemas.ActivityView(
+                activityId: id, version: state.map { Int(clamping: $0.version) }, ended: state?.isEnded ?? false,
+                state: state.flatMap { Self.container($0.json) }, lockScreen: state.map(LockScreen.render),
+                pushes: read.pushes.map(Self.summary), tokens: Self.tokenPage(read, activity: id), source: .owner)
+            return .ok(.init(body: .json(view)))
+        }
 
         var model = ActivityReadModel(activityID: id)
         var letters = DeadLetterQuery(activity: id, reason: nil, limit: 10)
@@ -28,20 +40,25 @@ extension WorkerAPI {
             activityId: id, version: model.version, ended: model.isEnded, state: model.state.flatMap(Self.container),
             lockScreen: model.lockScreen, pushes: model.pushes.map(Self.summary),
             tokens: Self.tokenPage(model, after: nil, limit: limit),
-            deadLetters: Self.entries(letters))
+            deadLetters: Self.entries(letters), source: .kafka)
         return .ok(.init(body: .json(view)))
     }
 }
 
 extension WorkerAPI {
     /// `GET /v1/activities/{activity_id}/tokens`: a page of the activity's
-    /// tokens from its partition of `token-store`, each with its last
-    /// outcome (the snapshot on `state` gives the derived ones).
+    /// tokens, each with its last outcome, from its partition's owner when
+    /// that is this worker, else from its partition of `token-store` (the
+    /// snapshot on `state` gives the derived outcomes).
     func listActivityTokens(_ input: Operations.ListActivityTokens.Input) async throws -> Operations.ListActivityTokens.Output {
         let limit = input.query.limit ?? 100
         let id = input.path.activityId
         let cursor = input.query.cursor
         if let bad = Self.badPage(activity: id, cursor: cursor, limit: limit, limitParameter: "limit") { return .badRequest(bad) }
+        if let answer = await ownerRead(id, after: cursor.map { $0.lowercased() }, limit: limit) {
+            guard let read = answer else { return .ok(.init(body: .json(.init(count: 0, items: [], source: .owner)))) }
+            return .ok(.init(body: .json(Self.tokenPage(read, activity: id))))
+        }
         var model = ActivityReadModel(activityID: id)
         let failure = await Self.reading {
             try await readTopic(topics.state, .key(id)) { model.stateRecord(key: $0.key, value: $0.value) }
@@ -76,28 +93,64 @@ extension WorkerAPI {
         return problems
     }
 
+    /// The activity as its partition's owner holds it, when this worker
+    /// owns the partition and has restored it (`.some(nil)`: it holds
+    /// nothing of the activity); nil when another worker, or Kafka, must answer.
+    func ownerRead(_ id: String, after cursor: String?, limit: Int) async -> PartitionDispatcher.ActivityRead?? {
+        guard let owner, let activity = try? ActivityID(id), let partition = await owner.partition(of: id) else { return nil }
+        return owner.reads.activity(activity, partition: partition, tokensAfter: cursor, limit: limit)
+    }
+
+    /// A page of the owner's tokens as the API shows it.
+    static func tokenPage(_ read: PartitionDispatcher.ActivityRead, activity: String) -> Components.Schemas.TokenPage {
+        let latestPush = read.pushes.first
+        let entries = read.tokens.items.map { registration in
+            let outcome = TokenOutcome.shown(recorded: registration.lastOutcome, registeredAt: registration.registeredAt, latestPush: latestPush)
+            return ActivityReadModel.TokenEntry(
+                token: registration.token.hex, registration: registration.json, outcome: outcome,
+                derived: outcome != nil && outcome != registration.lastOutcome)
+        }
+        return .init(count: read.tokens.count, items: entries.map(tokenEntry), nextCursor: read.tokens.next, source: .owner)
+    }
+
     /// A page of the model's tokens as the API shows it.
     static func tokenPage(_ model: ActivityReadModel, after cursor: String?, limit: Int) -> Components.Schemas.TokenPage {
         let (entries, next) = model.tokenPage(after: cursor, limit: limit)
-        let items = entries.map { entry in
-            Components.Schemas.TokenEntry(
-                token: entry.token, environment: entry.registration["environment"]?.stringValue,
-                registeredAt: entry.registration["registered_at"]?.numberValue, expiresAt: entry.registration["expires_at"]?.numberValue,
-                lastOutcome: entry.outcome.map {
-                    Components.Schemas.TokenOutcome(
-                        result: $0.result == .failed ? .failed : .delivered, reason: $0.reason, version: Int(clamping: $0.version),
-                        kind: .init(rawValue: $0.event.rawValue) ?? .update, at: $0.at.seconds, derived: entry.derived)
-                })
-        }
-        return .init(count: model.tokens.count, items: items, nextCursor: next)
+        return .init(count: model.tokens.count, items: entries.map(tokenEntry), nextCursor: next, source: .kafka)
+    }
+
+    /// One token of a page as the API shows it.
+    static func tokenEntry(_ entry: ActivityReadModel.TokenEntry) -> Components.Schemas.TokenEntry {
+        Components.Schemas.TokenEntry(
+            token: entry.token, environment: entry.registration["environment"]?.stringValue,
+            registeredAt: entry.registration["registered_at"]?.numberValue, expiresAt: entry.registration["expires_at"]?.numberValue,
+            lastOutcome: entry.outcome.map {
+                Components.Schemas.TokenOutcome(
+                    result: $0.result == .failed ? .failed : .delivered, reason: $0.reason, version: Int(clamping: $0.version),
+                    kind: .init(rawValue: $0.event.rawValue) ?? .update, at: $0.at.seconds, derived: entry.derived)
+            })
     }
 }
 
 extension WorkerAPI {
-    /// `GET /v1/activities`: the activities whose id contains `query`, from the `state` topic.
+    /// `GET /v1/activities`: the activities whose id contains `query`, from
+    /// memory when this worker owns every partition, else from the `state` topic.
     func listActivities(_ input: Operations.ListActivities.Input) async throws -> Operations.ListActivities.Output {
         let limit = input.query.limit ?? 100
         if let bad = Self.badLimit(limit, parameter: "limit") { return .badRequest(bad) }
+        let text = input.query.query.flatMap { $0.isEmpty ? nil : $0 }
+        if let owner, let all = await owner.ownsAll() {
+            let listing = owner.reads.activities(containing: text, limit: limit, in: all)
+            // Every partition was readable a moment ago; one given up since is read from Kafka.
+            if listing.partitions.count == all.count {
+                let activities = listing.entries.map {
+                    Components.Schemas.ActivitySummary(
+                        activityId: $0.state.activityID.rawValue, version: Int(clamping: $0.state.version), ended: $0.state.isEnded,
+                        tokens: $0.tokens, lockScreen: LockScreen.render($0.state), lastPush: $0.lastPush.map(Self.summary))
+                }
+                return .ok(.init(body: .json(.init(activities: activities, matched: listing.matched, truncated: false, source: .owner))))
+            }
+        }
         var query = ActivityListQuery(containing: input.query.query)
         let failure = await Self.reading {
             try await readTopic(topics.state, .all) { query.consider(key: $0.key, value: $0.value) }
@@ -114,7 +167,7 @@ extension WorkerAPI {
                 activityId: $0.activityID, version: $0.version, ended: $0.ended, tokens: query.tokenCount(of: $0.activityID),
                 lockScreen: $0.lockScreen, lastPush: $0.lastPush.map(Self.summary))
         }
-        return .ok(.init(body: .json(.init(activities: activities, matched: query.matched, truncated: query.truncated))))
+        return .ok(.init(body: .json(.init(activities: activities, matched: query.matched, truncated: query.truncated, source: .kafka))))
     }
 }
 

@@ -2,8 +2,9 @@ import LiveDispatchCore
 
 extension WorkerAPI {
     /// `GET /v1/audiences/{audience}`: an audience's push-to-start tokens
-    /// and the starts each was sent, read from its partition of
-    /// `token-store`, so any worker answers alike.
+    /// and the starts each was sent, from the memory of the owner of its
+    /// partition when that is this worker, else read from its partition of
+    /// `token-store`.
     func getAudience(_ input: Operations.GetAudience.Input) async throws -> Operations.GetAudience.Output {
         let limit = input.query.limit ?? 100
         let cursor = input.query.cursor
@@ -15,6 +16,16 @@ extension WorkerAPI {
         problems += Self.pageProblems(cursor: cursor, limit: limit, limitParameter: "limit")
         guard let audience, problems.isEmpty else {
             return .badRequest(.init(body: .json(APIError.invalid("the request is not valid", problems: problems).body)))
+        }
+        if let owner, let partition = await owner.partition(of: audience.rawValue),
+            let page = owner.reads.audience(audience, partition: partition, after: cursor.map { $0.lowercased() }, limit: limit)
+        {
+            guard page.count > 0 else {
+                return .notFound(.init(body: .json(.init(
+                    error: "not-found", message: "the owner of its partition holds no push-to-start token of audience \(audience.rawValue.debugDescription)"))))
+            }
+            let items = page.items.map { Self.audienceToken($0.registration, ledger: $0.ledger) }
+            return .ok(.init(body: .json(.init(audience: audience.rawValue, count: page.count, items: items, nextCursor: page.next, source: .owner))))
         }
 
         var model = AudienceReadModel(audience: audience)
@@ -33,12 +44,17 @@ extension WorkerAPI {
         let (page, next) = model.page(after: cursor.map { $0.lowercased() }, limit: limit)
         let items = page.compactMap { token -> Components.Schemas.AudienceToken? in
             guard let registration = model.tokens[token] else { return nil }
-            return .init(
-                token: token, attributesType: registration.attributesType, app: registration.app, device: registration.device,
-                environment: registration.environment.rawValue, registeredAt: registration.registeredAt?.seconds,
-                expiresAt: registration.expiresAt?.seconds,
-                starts: (model.ledgers[token]?.starts ?? []).map { .init(activityId: $0.activityID.rawValue, at: $0.at.seconds) })
+            return Self.audienceToken(registration, ledger: model.ledgers[token])
         }
-        return .ok(.init(body: .json(.init(audience: audience.rawValue, count: model.tokens.count, items: items, nextCursor: next))))
+        return .ok(.init(body: .json(.init(audience: audience.rawValue, count: model.tokens.count, items: items, nextCursor: next, source: .kafka))))
+    }
+
+    /// A push-to-start token and the starts it was sent, as the API shows them.
+    static func audienceToken(_ registration: PushToStartRegistration, ledger: PushToStartBudget.Ledger?) -> Components.Schemas.AudienceToken {
+        .init(
+            token: registration.token.hex, attributesType: registration.attributesType, app: registration.app, device: registration.device,
+            environment: registration.environment.rawValue, registeredAt: registration.registeredAt?.seconds,
+            expiresAt: registration.expiresAt?.seconds,
+            starts: (ledger?.starts ?? []).map { .init(activityId: $0.activityID.rawValue, at: $0.at.seconds) })
     }
 }

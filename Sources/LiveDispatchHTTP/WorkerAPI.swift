@@ -59,6 +59,9 @@ struct WorkerAPI: APIProtocol {
     /// The commands accepted here and not yet seen applied, which the next
     /// command of their activity is judged with.
     var accepted = AcceptedCommandsBox()
+    /// The reads this worker answers from memory as a partition's owner;
+    /// without it every read is answered from Kafka.
+    var owner: OwnerReads?
     /// What `POST /v1/rules/diff` reads; without it the route answers 503.
     var rulesDiff: RulesDiffSource?
 

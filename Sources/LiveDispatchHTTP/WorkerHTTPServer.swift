@@ -96,6 +96,9 @@ public struct WorkerHTTPServer: Service {
             brazeApps: BrazeApps(configuration.resolvedApps.map { .init(name: $0.name, bundleID: $0.bundleID, brazeAppID: $0.brazeAppID) }),
             currentState: { dispatcher.activityState($0) },
             hasNoState: Self.noStateReader(dispatcher: dispatcher, client: components.kafka, topic: configuration.topic(.commands), logger: components.logger),
+            owner: OwnerReads(
+                reads: dispatcher,
+                partitionCount: AdminPartitionCount(client: components.kafka, topic: configuration.topic(.commands), logger: components.logger)),
             rulesDiff: WorkerAPI.RulesDiffSource(
                 rulesDirectory: configuration.rules.path, maxEventBytes: configuration.limits.maxEventBytes,
                 read: Self.timeReader(client: components.kafka, logger: components.logger, gate: gate),
@@ -122,13 +125,14 @@ public struct WorkerHTTPServer: Service {
         readTopic: @escaping WorkerAPI.ReadTopic, apps: AppDirectory = .unchecked, brazeApps: BrazeApps = BrazeApps(),
         currentState: @escaping @Sendable (ActivityID) -> ActivityState? = { _ in nil },
         hasNoState: @escaping @Sendable (ActivityID) async -> Bool = { _ in false },
+        owner: OwnerReads? = nil,
         rulesDiff: WorkerAPI.RulesDiffSource? = nil, logger: Logger, tracer: LiveDispatchTracer? = nil, onListening: @escaping @Sendable (Int) async -> Void = { _ in },
         onProbeListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws {
         let (host, port, probe) = try Self.addresses(listen: listen, probeListen: probeListen)
         let api = WorkerAPI(
             topics: topics, produce: produce, makeID: { UUID().uuidString.lowercased() }, rules: rules, readTopic: readTopic, apps: apps, brazeApps: brazeApps,
-            currentState: currentState, hasNoState: hasNoState, rulesDiff: rulesDiff)
+            currentState: currentState, hasNoState: hasNoState, owner: owner, rulesDiff: rulesDiff)
         let (router, _) = try Self.router(
             api: api, configuration: configuration, openReads: APIKeyTable.isLoopback(host: host), health: health, exposition: exposition, logger: logger,
             tracer: tracer)

@@ -1302,13 +1302,15 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
             }
         )
     }
-    /// Activities whose id contains a text, from the state topic
+    /// Activities whose id contains a text
     ///
-    /// Reads every partition of the compacted `state` topic to its end and
-    /// lists the activities whose id contains `query` (all without it),
-    /// sorted by id, each with its Lock Screen text, last push and the
-    /// count of its registrations on `token-store`. Needs a key with the
-    /// `read` scope.
+    /// The activities whose id contains `query` (all without it), sorted
+    /// by id, each with its Lock Screen text, last push and the count of
+    /// its registered tokens. Answered from memory (`source: owner`) when
+    /// this worker owns and has restored every `commands` partition;
+    /// otherwise read from every partition of the compacted `state` and
+    /// `token-store` topics to their end (`source: kafka`). Needs a key
+    /// with the `read` scope.
     ///
     ///
     /// - Remark: HTTP `GET /v1/activities`.
@@ -1475,14 +1477,16 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
             }
         )
     }
-    /// An activity's state, tokens and dead letters, whichever worker owns it
+    /// An activity's state, tokens and push history
     ///
-    /// Read from Kafka, not from one worker's memory, so every worker
-    /// answers alike: the activity's latest snapshot on the compacted
-    /// `state` topic, its registrations on `token-store` (both in the
-    /// activity's partition), its newest dead letters, its Lock Screen text
-    /// and its push history (the summaries its snapshot keeps). Needs a key
-    /// with the `read` scope.
+    /// The activity's state, a page of its tokens, its Lock Screen text and
+    /// its push history. The worker that owns the activity's `commands`
+    /// partition answers from memory, in milliseconds (`source: owner`);
+    /// any other worker reads the activity's partition of the compacted
+    /// `state` and `token-store` topics (`source: kafka`), and only then
+    /// also lists its newest dead letters (`dead_letters`; the owner does
+    /// not hold them: GET /v1/dead-letters?activity= reads them). Needs a
+    /// key with the `read` scope.
     ///
     ///
     /// - Remark: HTTP `GET /v1/activities/{activity_id}`.
@@ -1666,8 +1670,9 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     }
     /// A page of an activity's tokens, each with its last outcome
     ///
-    /// The activity's registrations on `token-store`, sorted by token, each
-    /// with how the last push to it ended. Page with `cursor`: pass the
+    /// The activity's registrations, sorted by token, each with how the
+    /// last push to it ended: from the owner's memory (`source: owner`),
+    /// else from `token-store` (`source: kafka`). Page with `cursor`: pass the
     /// `next_cursor` of one page to get the next; a cursor is a token, so
     /// pages stay stable while tokens come and go. Needs a key with the
     /// `read` scope.
@@ -1845,9 +1850,9 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     }
     /// An audience's push-to-start tokens and the starts each was sent
     ///
-    /// Read from Kafka, not from one worker's memory, so every worker
-    /// answers alike: the audience's push-to-start registrations on
-    /// `token-store` (in the audience's partition), sorted by token, each
+    /// The audience's push-to-start registrations, from the memory of the
+    /// worker that owns the audience's partition (`source: owner`), else
+    /// from `token-store` (`source: kafka`), sorted by token, each
     /// with its attributes type, app, device and the starts it was sent
     /// (the ledger the worker keeps beside it). Page with `cursor`. Needs a
     /// key with the `read` scope.

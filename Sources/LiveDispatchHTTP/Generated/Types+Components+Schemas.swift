@@ -954,26 +954,39 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/ActivityList/truncated`.
             internal var truncated: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/ActivityList/source`.
+            internal var source: Components.Schemas.ReadSource
             /// Creates a new `ActivityList`.
             ///
             /// - Parameters:
             ///   - activities:
             ///   - matched: How many activities matched (more than listed when over the limit).
             ///   - truncated: True when more than 10,000 activities matched and the rest were not read.
+            ///   - source:
             internal init(
                 activities: [Components.Schemas.ActivitySummary],
                 matched: Swift.Int,
-                truncated: Swift.Bool
+                truncated: Swift.Bool,
+                source: Components.Schemas.ReadSource
             ) {
                 self.activities = activities
                 self.matched = matched
                 self.truncated = truncated
+                self.source = source
             }
             internal enum CodingKeys: String, CodingKey {
                 case activities
                 case matched
                 case truncated
+                case source
             }
+        }
+        /// Who answered a read: the owner of the partition, from memory, or a read of Kafka (while no owner is known here).
+        ///
+        /// - Remark: Generated from `#/components/schemas/ReadSource`.
+        internal enum ReadSource: String, Codable, Hashable, Sendable, CaseIterable {
+            case owner = "owner"
+            case kafka = "kafka"
         }
         /// - Remark: Generated from `#/components/schemas/ActivityView`.
         internal struct ActivityView: Codable, Hashable, Sendable {
@@ -999,10 +1012,12 @@ extension Components {
             internal var pushes: [Components.Schemas.PushSummary]?
             /// - Remark: Generated from `#/components/schemas/ActivityView/tokens`.
             internal var tokens: Components.Schemas.TokenPage
-            /// The activity's newest dead letters (at most 10).
+            /// The activity's newest dead letters (at most 10); only in an answer read from Kafka.
             ///
             /// - Remark: Generated from `#/components/schemas/ActivityView/dead_letters`.
-            internal var deadLetters: [Components.Schemas.DeadLetterEntry]
+            internal var deadLetters: [Components.Schemas.DeadLetterEntry]?
+            /// - Remark: Generated from `#/components/schemas/ActivityView/source`.
+            internal var source: Components.Schemas.ReadSource
             /// Creates a new `ActivityView`.
             ///
             /// - Parameters:
@@ -1013,7 +1028,8 @@ extension Components {
             ///   - lockScreen: What the activity's Lock Screen shows for its current content-state (as `make run` prints it).
             ///   - pushes: The newest completed pushes, newest first (at most 10).
             ///   - tokens:
-            ///   - deadLetters: The activity's newest dead letters (at most 10).
+            ///   - deadLetters: The activity's newest dead letters (at most 10); only in an answer read from Kafka.
+            ///   - source:
             internal init(
                 activityId: Swift.String,
                 version: Swift.Int? = nil,
@@ -1022,7 +1038,8 @@ extension Components {
                 lockScreen: Swift.String? = nil,
                 pushes: [Components.Schemas.PushSummary]? = nil,
                 tokens: Components.Schemas.TokenPage,
-                deadLetters: [Components.Schemas.DeadLetterEntry]
+                deadLetters: [Components.Schemas.DeadLetterEntry]? = nil,
+                source: Components.Schemas.ReadSource
             ) {
                 self.activityId = activityId
                 self.version = version
@@ -1032,6 +1049,7 @@ extension Components {
                 self.pushes = pushes
                 self.tokens = tokens
                 self.deadLetters = deadLetters
+                self.source = source
             }
             internal enum CodingKeys: String, CodingKey {
                 case activityId = "activity_id"
@@ -1042,6 +1060,7 @@ extension Components {
                 case pushes
                 case tokens
                 case deadLetters = "dead_letters"
+                case source
             }
         }
         /// - Remark: Generated from `#/components/schemas/TokenPage`.
@@ -1058,25 +1077,31 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/TokenPage/next_cursor`.
             internal var nextCursor: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/TokenPage/source`.
+            internal var source: Components.Schemas.ReadSource
             /// Creates a new `TokenPage`.
             ///
             /// - Parameters:
             ///   - count: The activity's registered tokens, all pages together.
             ///   - items: Tokens sorted by token.
             ///   - nextCursor: Pass as `cursor` to GET /v1/activities/{activity_id}/tokens for the next page; absent on the last.
+            ///   - source:
             internal init(
                 count: Swift.Int,
                 items: [Components.Schemas.TokenEntry],
-                nextCursor: Swift.String? = nil
+                nextCursor: Swift.String? = nil,
+                source: Components.Schemas.ReadSource
             ) {
                 self.count = count
                 self.items = items
                 self.nextCursor = nextCursor
+                self.source = source
             }
             internal enum CodingKeys: String, CodingKey {
                 case count
                 case items
                 case nextCursor = "next_cursor"
+                case source
             }
         }
         /// - Remark: Generated from `#/components/schemas/ChannelList`.
@@ -1255,6 +1280,8 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/AudienceView/next_cursor`.
             internal var nextCursor: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/AudienceView/source`.
+            internal var source: Components.Schemas.ReadSource
             /// Creates a new `AudienceView`.
             ///
             /// - Parameters:
@@ -1262,22 +1289,26 @@ extension Components {
             ///   - count: The audience's push-to-start tokens, all pages together.
             ///   - items: Tokens sorted by token.
             ///   - nextCursor: Pass as `cursor` for the next page; absent on the last.
+            ///   - source:
             internal init(
                 audience: Swift.String,
                 count: Swift.Int,
                 items: [Components.Schemas.AudienceToken],
-                nextCursor: Swift.String? = nil
+                nextCursor: Swift.String? = nil,
+                source: Components.Schemas.ReadSource
             ) {
                 self.audience = audience
                 self.count = count
                 self.items = items
                 self.nextCursor = nextCursor
+                self.source = source
             }
             internal enum CodingKeys: String, CodingKey {
                 case audience
                 case count
                 case items
                 case nextCursor = "next_cursor"
+                case source
             }
         }
         /// - Remark: Generated from `#/components/schemas/AudienceToken`.
