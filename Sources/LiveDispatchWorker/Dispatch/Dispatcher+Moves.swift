@@ -53,9 +53,11 @@ extension Dispatcher {
                 // No runner yet: the take installing it starts the restore.
                 if let runner = runner(number) { startRestore(runner) }
             case .linger(let number):
-                linger(number)
+                guard let runner = runner(number) else { break }
+                runner.linger()
+                follower.linger(number, from: runner.nextCommandOffset.load(ordering: .relaxed))
             case .mark(let number, let mark):
-                write(mark, of: number)
+                follower.write(mark, of: number)
             case .quiesce(let number):
                 runner(number)?.quiesce()
             case .release:
@@ -98,86 +100,16 @@ extension Dispatcher {
     }
 
     /// Lets partitions go: their runners close (taking their records in
-    /// progress out of the count), what they finished is committed (once,
-    /// unless no release commits), and the follower stops reading their
-    /// co-partitions and, for those that lingered, their commands.
+    /// progress out of the count), then the follower commits what they
+    /// finished (once) and stops reading what it read for them.
     func release(_ releases: [(number: Int32, commit: Bool, unfollow: Bool, lingered: Bool)], runners: [Int32: PartitionRunner]) {
-        let numbers = releases.map(\.number)
         for runner in runners.values { runner.close() }
-        if releases.contains(where: \.commit) {
-            do { try follower.commitBlocking() } catch {
-                logger.warning("Committing released partitions' tokens and starts failed; the next owner reads them again", metadata: [
-                    "kafka.partitions": "\(numbers)", "kafka.error": "\(error)",
-                ])
-            }
-        }
-        let unassigned = releases.filter(\.unfollow).flatMap { followerPartitions($0.number) } + releases.filter(\.lingered).map { commandsPartition($0.number) }
-        guard !unassigned.isEmpty else { return }
-        followerAssignments.withLock { _ in
-            do { try follower.unassign(unassigned) } catch {
-                logger.warning("Unassigning released partitions' tokens and starts failed", metadata: ["kafka.partitions": "\(numbers)", "kafka.error": "\(error)"])
-            }
-        }
+        follower.release(
+            releases.map(\.number), commit: releases.contains(where: \.commit),
+            unfollowed: releases.filter(\.unfollow).map(\.number), lingered: releases.filter(\.lingered).map(\.number))
     }
 
-    /// Starts reading the partition's tokens and starts from where the
-    /// group left them (paused until its restore ends). A partition never
-    /// followed before reads from the offsets the group committed for them
-    /// when it still consumed them itself, else from the beginning.
-    /// Returns the offsets it reads them from (none: the beginning).
-    func follow(_ runner: PartitionRunner) async throws(KafkaError) -> [TopicPartition: Int64] {
-        let partitions = followerPartitions(runner.number)
-        var offsets = try await follower.committedOffsets(for: partitions)
-        let missing = partitions.filter { offsets[$0] == nil }
-        if !missing.isEmpty {
-            offsets.merge(try await consumer.committedOffsets(for: missing)) { followed, _ in followed }
-        }
-        try followerAssignments.withLock { _ throws(KafkaError) in
-            guard state.withLock({ $0.runners[runner.number] === runner && $0.machine.follow(runner.number) }) else { return }
-            try follower.assign(partitions, offsets: offsets)
-            try follower.pause(partitions)
-        }
-        return offsets
-    }
-
-    func commandsPartition(_ number: Int32) -> TopicPartition {
-        TopicPartition(topic: configuration.topic(.commands), partition: number)
-    }
-
-    func followerPartitions(_ number: Int32) -> [TopicPartition] {
-        [.tokens, .starts].map { TopicPartition(topic: configuration.topic($0), partition: number) }
-    }
-
-    /// Reads a revoked partition's commands on the follower, from the
-    /// offset after the last one its machine took in (else from the
-    /// group's commit): the partition pushes on until it is claimed.
-    func linger(_ number: Int32) {
-        guard let runner = runner(number) else { return }
-        runner.linger()
-        let partition = commandsPartition(number)
-        do {
-            var next = runner.nextCommandOffset.load(ordering: .relaxed)
-            if next < 0 { next = try consumer.committedOffsetsBlocking(for: [partition], timeout: .seconds(5))[partition] ?? 0 }
-            try follower.assign([partition], offsets: [partition: next])
-            logger.info("Partition revoked; pushing it until its next owner claims it", metadata: ["kafka.partition": "\(number)", "kafka.offset": "\(next)"])
-        } catch {
-            // Its records stop here; the next owner reads them again.
-            logger.warning("Reading a lingering partition's commands failed; it pushes only what it holds", metadata: [
-                "kafka.partition": "\(number)", "kafka.error": "\(error)",
-            ])
-        }
-    }
-
-    /// Writes the partition's ``HandOverMark``, waiting for the broker: a
-    /// lingering mark is in place before the revocation returns, a released
-    /// one after the release's commit.
-    func write(_ mark: HandOverMark, of number: Int32) {
-        do { try follower.commitBlocking([KafkaCommitOffset(topicPartition: commandsPartition(number), offset: mark.offset)]) } catch {
-            logger.warning("Writing a partition's hand-over mark failed; the other owner waits for the deadline instead", metadata: [
-                "kafka.partition": "\(number)", "handover.mark": "\(mark)", "kafka.error": "\(error)",
-            ])
-        }
-    }
+    func commandsPartition(_ number: Int32) -> TopicPartition { follower.commands(number) }
 
     /// Reads the marks of the partitions waiting for one (a taken
     /// partition's previous owner, a lingering partition's claim) every
@@ -209,10 +141,8 @@ extension Dispatcher {
                 continue
             }
             do {
-                let marks = try await follower.committedOffsets(for: awaiting.map(commandsPartition), timeout: .seconds(2))
-                decide { machine, now in
-                    awaiting.flatMap { machine.markRead($0, HandOverMark(offset: marks[commandsPartition($0)]), now: now) }
-                }
+                let marks = try await follower.marks(of: awaiting)
+                decide { machine, now in awaiting.flatMap { machine.markRead($0, marks[$0] ?? .released, now: now) } }
             } catch {
                 logger.warning("Reading hand-over marks failed; retrying", metadata: ["kafka.partitions": "\(awaiting)", "kafka.error": "\(error)"])
             }
@@ -266,12 +196,12 @@ extension Dispatcher {
     /// Stops fetching the partitions' commands, tokens and starts.
     func pause(_ numbers: [Int32]) throws(KafkaError) {
         try consumer.pause(numbers.map(commandsPartition))
-        try follower.pause(numbers.flatMap(followerPartitions))
+        try follower.consumer.pause(numbers.flatMap(follower.copartitions))
     }
 
     func resume(_ numbers: [Int32]) throws(KafkaError) {
         try consumer.resume(numbers.map(commandsPartition))
-        try follower.resume(numbers.flatMap(followerPartitions))
+        try follower.consumer.resume(numbers.flatMap(follower.copartitions))
     }
 
     /// Reads the partition's `state` and `token-store` changelogs to their end, then lets its records flow.
@@ -283,7 +213,8 @@ extension Dispatcher {
         while !runner.isClosed, !Task.isCancelled {
             do {
                 let registrations = TopicPartition(topic: configuration.topic(.tokens), partition: number)
-                let tokensFrom = try await follow(runner)[registrations] ?? 0
+                let offsets = try await follower.follow(number) { state.withLock { $0.runners[number] === runner && $0.machine.follow(number) } }
+                let tokensFrom = offsets[registrations] ?? 0
                 let followed = ContinuousClock.now
                 let reads = PartitionRunner.RestoreReads(
                     states: TopicPartition(topic: configuration.topic(.state), partition: number),

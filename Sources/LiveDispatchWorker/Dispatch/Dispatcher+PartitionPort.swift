@@ -29,7 +29,7 @@ extension Dispatcher: PartitionPort {
     func commit(_ topic: InternalTopic, partition number: Int32, offset: Int64) {
         let partition = TopicPartition(topic: configuration.topic(topic), partition: number)
         do {
-            try (topic == .commands ? consumer : follower).storeOffsets([KafkaCommitOffset(topicPartition: partition, offset: offset)])
+            try (topic == .commands ? consumer : follower.consumer).storeOffsets([KafkaCommitOffset(topicPartition: partition, offset: offset)])
         } catch {
             logger.warning("Storing an offset failed; it is committed with a later one", metadata: ["kafka.partition": "\(partition)", "kafka.error": "\(error)"])
         }

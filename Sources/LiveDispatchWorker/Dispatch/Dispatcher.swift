@@ -46,7 +46,7 @@ public final class Dispatcher: Service, Sendable {
     /// The group member: `commands`.
     let consumer: any ConsumerPort
     /// The co-partitions of the partitions held, the `commands` of those lingering, and the marks.
-    let follower: any ConsumerPort
+    let follower: PartitionFollower
     let producer: any ProducerPort
     let reader: any PartitionReaderPort
     let kafka: any KafkaClientFactory
@@ -68,9 +68,6 @@ public final class Dispatcher: Service, Sendable {
     /// Taken around a decision that may pause or resume and its I/O, so a
     /// pause and a resume are done in the order they were decided.
     let pauses = Mutex<Void>(())
-    /// Taken around the follower's assignments and unassignments, so a
-    /// release and a late follow of one partition never interleave.
-    let followerAssignments = Mutex<Void>(())
     /// Signalled when a decision was carried out, a revoked partition
     /// settles, the machine's deadline comes, and (while draining) a
     /// partition is idle: what the revocation handler, the hand-over watch
@@ -100,13 +97,14 @@ public final class Dispatcher: Service, Sendable {
         consumerConfiguration.offsetReset = .earliest
         consumerConfiguration.client.properties = WorkerConfiguration.lowLatencyConsumerProperties.merging(client.properties) { _, given in given }
         var followerConfiguration = consumerConfiguration
-        followerConfiguration.groupID = Self.followerGroup(configuration.kafka.groupID)
+        followerConfiguration.groupID = PartitionFollower.group(configuration.kafka.groupID)
         consumerConfiguration.groupInstanceID = configuration.kafka.instanceID.isEmpty ? nil : configuration.kafka.instanceID
         let revocations = RevocationRelay()
         self.consumer = try kafka.groupConsumer(
             consumerConfiguration, topics: [configuration.topic(.commands)], logger: logger,
             onRevocation: { partitions, lost in revocations.handler.withLock { $0 }?(partitions, lost) })
-        self.follower = try kafka.assigningConsumer(followerConfiguration, logger: logger)
+        self.follower = PartitionFollower(
+            consumer: try kafka.assigningConsumer(followerConfiguration, logger: logger), group: consumer, configuration: configuration, logger: logger)
         self.state = Mutex(State(machine: DispatchStage(configuration: .init(
             ownership: .init(releaseTimeout: configuration.shutdown.releaseTimeout, lingerTimeout: configuration.shutdown.lingerTimeout),
             highWatermark: configuration.backpressure.highWatermark, lowWatermark: configuration.backpressure.lowWatermark,
@@ -130,9 +128,6 @@ public final class Dispatcher: Service, Sendable {
         self.stage = ConsumerStage(consumer: consumer)
         revocations.handler.withLock { $0 = { [weak self] partitions, lost in self?.revoking(partitions, lost: lost) } }
     }
-
-    /// Where the follower's offsets are committed: a group no member joins.
-    static func followerGroup(_ groupID: String) -> String { groupID + ".copartitions" }
 
     /// Where the stage stands.
     public var phase: Phase { state.withLock { $0.machine.phase } }
@@ -237,7 +232,7 @@ public final class Dispatcher: Service, Sendable {
 
     public func run() async throws {
         defer { state.withLock { $0.timer.disarm() }?.cancel() }
-        let follower = self.follower
+        let follower = self.follower.consumer
         try await stage.run(
             handle: { self.handle($0) },
             sideTasks: [{ await self.watchHandOvers() }, {
