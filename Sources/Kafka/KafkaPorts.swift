@@ -157,3 +157,14 @@ extension ConsumerPort {
         try await committedOffsets(for: partitions, timeout: .seconds(10))
     }
 }
+
+extension KafkaClientFactory {
+    /// Whether other members of a group over `topics` may take over the
+    /// `held` partitions a member gives up: the topics have more partitions
+    /// than it holds, or their counts cannot be read within 2 seconds.
+    public func othersMayTakeOver(_ topics: [String], held: Int, configuration: KafkaClientConfiguration, logger: Logger) async -> Bool {
+        guard held > 0 else { return false }
+        guard let counts = try? await partitionCounts(configuration, logger: logger, timeout: .seconds(2)) else { return true }
+        return topics.reduce(0) { $0 + (counts[$1] ?? 0) } > held
+    }
+}

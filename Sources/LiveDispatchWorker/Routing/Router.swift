@@ -33,8 +33,10 @@ public final class Router: Service, Sendable {
     let configuration: WorkerConfiguration
     let rules: RuleSetStore
     let client: KafkaClientConfiguration
-    let consumer: KafkaConsumer
-    let producer: KafkaProducer
+    let consumer: any ConsumerPort
+    let producer: any ProducerPort
+    /// Made the consumers; asked for partition counts when leaving.
+    let kafka: any KafkaClientFactory
     let logger: Logger
     let metrics: WorkerMetrics
     let observer: Observer?
@@ -48,7 +50,7 @@ public final class Router: Service, Sendable {
     let stage: Mutex<Stage>
     private let consumerStage: ConsumerStage
     /// Reads the partitions handed over (``RoutingStage``): no group, no commits.
-    let lingering: KafkaConsumer
+    let lingering: any ConsumerPort
     /// The router's timers and async waits run here; its uptime is the stage machine's clock.
     private let eventLoop: any EventLoop
     /// The longest a partition given up is routed on: long enough for a
@@ -85,11 +87,12 @@ public final class Router: Service, Sendable {
     ///   ``downstreamRecheck`` without one.
     /// - Parameter commandWritten: told where each command this router
     ///   wrote landed (``Dispatcher/commandWritten(_:)``).
+    /// - Parameter kafka: makes the group's consumer and the hand-over reader (fakes in tests).
     public init(
-        configuration: WorkerConfiguration, rules: RuleSetStore, client: KafkaClientConfiguration, producer: KafkaProducer,
+        configuration: WorkerConfiguration, rules: RuleSetStore, client: KafkaClientConfiguration, producer: any ProducerPort,
         logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil, assigned: (@Sendable () -> Void)? = nil,
         downstream: (@Sendable () -> Int)? = nil, commandWritten: (@Sendable (KafkaDeliveryReport) -> Void)? = nil,
-        tracing: WorkerTracing? = nil
+        tracing: WorkerTracing? = nil, kafka: any KafkaClientFactory = LibrdkafkaClients()
     ) throws(KafkaError) {
         self.configuration = configuration
         self.rules = rules
@@ -104,8 +107,9 @@ public final class Router: Service, Sendable {
         var lingeringConfiguration = consumerConfiguration
         lingeringConfiguration.groupInstanceID = nil
         lingeringConfiguration.autoCommitInterval = nil
-        self.consumer = try KafkaConsumer(configuration: consumerConfiguration, topics: topics, logger: logger)
-        self.lingering = try KafkaConsumer(assigningManually: lingeringConfiguration, logger: logger)
+        self.consumer = try kafka.groupConsumer(consumerConfiguration, topics: topics, logger: logger, onRevocation: nil)
+        self.lingering = try kafka.assigningConsumer(lingeringConfiguration, logger: logger)
+        self.kafka = kafka
         self.producer = producer
         self.logger = logger
         self.metrics = metrics
@@ -271,7 +275,7 @@ public final class Router: Service, Sendable {
     }
 
     private func enqueue(_ output: Output) -> Result<KafkaPendingDelivery, KafkaError> {
-        Result { () throws(KafkaError) in try producer.enqueue(topic: output.topic, key: output.key, value: output.value, headers: output.headers) }
+        Result { () throws(KafkaError) in try producer.enqueue(topic: output.topic, key: output.key, value: output.value, partition: nil, headers: output.headers) }
     }
 
     private func complete(_ partition: OffsetTracker.Partition, offset: Int64) {
@@ -423,7 +427,7 @@ public final class Router: Service, Sendable {
         let assignment = Array(consumer.assignment)
         let owned = stage.withLock { $0.machine.drain(owned: assignment.map(Self.tracked)) }
         try? consumer.pause(assignment)
-        if await KafkaAdmin.othersMayTakeOver(topics, held: owned.count, configuration: client, logger: logger) {
+        if await kafka.othersMayTakeOver(topics, held: owned.count, configuration: client, logger: logger) {
             let within = min(.seconds(configuration.shutdown.timeout), Self.leavingLimit)
             input { stage, now in stage.leaving(owned, now: now, within: within) }
         }
