@@ -61,7 +61,7 @@ public struct WorkerHTTPServer: Service {
         let dispatcher = components.dispatcher
         let configuration = components.configuration
         let producer = components.producer
-        // One read of Kafka at a time across the read routes.
+        // One read of Kafka at a time across the read routes, the others queued one per caller.
         let gate = ScanGate()
         var scrape: Exposition?
         if let exposition {
@@ -220,6 +220,9 @@ public struct WorkerHTTPServer: Service {
             server: .http1(configuration: channel),
             configuration: ApplicationConfiguration(
                 address: .hostname(host, port: port), serverName: "livedispatch",
+                // A flood's handshakes wait in the kernel (up to net.core.somaxconn)
+                // rather than crowd out an honest client's.
+                backlog: 4096,
                 availableConnectionsDelegate: MaximumAvailableConnections(max(1, configuration.maxConnections))),
             onServerRunning: { channel in
                 let bound = channel.localAddress?.port ?? port
@@ -280,25 +283,81 @@ public struct WorkerHTTPServer: Service {
         return (router, routes)
     }
 
-    /// One topic read at a time per worker: each opens Kafka clients and
-    /// reads partitions to their end, so a busy caller is told to retry (429).
+    /// One topic read at a time per worker (each opens Kafka clients and
+    /// reads partitions to their end); the others wait their turn in
+    /// arrival order, one per caller (``ScanQueue``). A caller whose read
+    /// already runs or waits, or one that finds the queue full, is told to
+    /// retry (429); one whose client leaves while waiting leaves the queue.
     final class ScanGate: Sendable {
         struct Busy: Error, CustomStringConvertible {
-            var description: String { "another read of an internal topic is running" }
+            var description: String
         }
 
-        private let running = Mutex(false)
+        private struct State {
+            var queue: ScanQueue
+            var lastTicket: UInt64 = 0
+            /// Waiting readers, by ticket.
+            var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+            /// Tickets given their turn (or cancelled) before they started waiting.
+            var woken: Set<UInt64> = []
+            var cancelled: Set<UInt64> = []
+        }
 
-        func enter() throws(Busy) {
-            let entered = running.withLock { running in
-                if running { return false }
-                running = true
-                return true
+        private let state: Mutex<State>
+
+        init(capacity: Int = 32) {
+            state = Mutex(State(queue: ScanQueue(capacity: capacity)))
+        }
+
+        /// Returns once it is the caller's turn, with the ticket to leave with.
+        func enter(caller: String) async throws(Busy) -> UInt64 {
+            let (ticket, admission) = state.withLock { state in
+                state.lastTicket += 1
+                return (state.lastTicket, state.queue.enter(state.lastTicket, caller: caller))
             }
-            if !entered { throw Busy() }
+            switch admission {
+            case .run: return ticket
+            case .callerBusy: throw Busy(description: "a read of an internal topic by this caller is already running or waiting")
+            case .full: throw Busy(description: "the queue of reads of internal topics is full")
+            case .wait: break
+            }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let now = state.withLock { state in
+                        if state.woken.remove(ticket) != nil { return true }
+                        state.waiters[ticket] = continuation
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+            } onCancel: {
+                let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    guard state.queue.cancel(ticket) else { return nil }
+                    state.cancelled.insert(ticket)
+                    guard let waiter = state.waiters.removeValue(forKey: ticket) else {
+                        state.woken.insert(ticket)
+                        return nil
+                    }
+                    return waiter
+                }
+                waiter?.resume()
+            }
+            if state.withLock({ $0.cancelled.remove(ticket) != nil }) { throw Busy(description: "the request was cancelled while it waited") }
+            return ticket
         }
 
-        func leave() { running.withLock { $0 = false } }
+        /// The read of `ticket` is over: the next waiting caller's turn.
+        func leave(_ ticket: UInt64) {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard let next = state.queue.leave(ticket) else { return nil }
+                guard let waiter = state.waiters.removeValue(forKey: next) else {
+                    state.woken.insert(next)
+                    return nil
+                }
+                return waiter
+            }
+            waiter?.resume()
+        }
     }
 
     /// Whether the dispatcher can tell an activity has no state
@@ -333,8 +392,8 @@ public struct WorkerHTTPServer: Service {
     /// reader (no consumer group); a partition the topic lacks reads nothing.
     static func topicReader(client: KafkaClientConfiguration, logger: Logger, gate: ScanGate) -> WorkerAPI.ReadTopic {
         { topic, partitions, body in
-            try gate.enter()
-            defer { gate.leave() }
+            let ticket = try await gate.enter(caller: RequestCaller.current?.name ?? AccessGate.keylessReads)
+            defer { gate.leave(ticket) }
             let count = try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()[topic] ?? 0
             let chosen: [Int32] =
                 switch partitions {
@@ -354,8 +413,8 @@ public struct WorkerHTTPServer: Service {
     /// partitions, under the same gate as the other reads.
     static func timeReader(client: KafkaClientConfiguration, logger: Logger, gate: ScanGate) -> @Sendable ([String], Int64, Int, ([KafkaRecord]) throws -> Void) async throws -> Void {
         { topics, since, limit, body in
-            try gate.enter()
-            defer { gate.leave() }
+            let ticket = try await gate.enter(caller: RequestCaller.current?.name ?? AccessGate.keylessReads)
+            defer { gate.leave(ticket) }
             let counts = try await KafkaAdmin(configuration: client, logger: logger).partitionCounts()
             let partitions = topics.flatMap { topic in
                 (0..<Int32(clamping: counts[topic] ?? 0)).map { TopicPartition(topic: topic, partition: $0) }

@@ -42,19 +42,6 @@ struct DeadLetterQueryTests {
     }
 }
 
-@Suite("Dead letter reads, one at a time")
-struct ScanGateTests {
-    @Test("a second read while one runs is refused until the first leaves")
-    func gate() throws {
-        let gate = WorkerHTTPServer.ScanGate()
-        try gate.enter()
-        #expect(throws: WorkerHTTPServer.ScanGate.Busy.self) { try gate.enter() }
-        gate.leave()
-        try gate.enter()
-        gate.leave()
-    }
-}
-
 @Suite("Dead letter query, bounded in bytes")
 struct DeadLetterQueryBytesTests {
     func letter(_ activity: String, at seconds: Double, padding: Int = 0) -> [UInt8] {
