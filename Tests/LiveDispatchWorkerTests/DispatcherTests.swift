@@ -129,6 +129,47 @@ struct DispatcherTests {
         await second.stop()
     }
 
+    @Test("a lost assignment is let go at once and commits nothing; the stage is joining until the group assigns it again")
+    func lostAssignment() async throws {
+        let kafka = FakeKafka(partitionCount: 1)
+        let worker = try Self.start(kafka, linger: 10)
+        worker.consumer.groupAssigns(Self.commands([0]))
+        try await waitUntil("the partition owned", timeout: .seconds(60)) {
+            kafka.pump()
+            return worker.dispatcher.status.owned == [0]
+        }
+        Self.command(kafka, "match-1", n: 1)
+        try await waitUntil("the state written", timeout: .seconds(60)) {
+            kafka.pump()
+            return Self.lastN(kafka, "match-1") == 1
+        }
+        await worker.consumer.groupRevokes(Self.commands([0]), lost: true)
+        #expect(worker.dispatcher.status.partitions.isEmpty, "no lingering: another member may own it already")
+        #expect(worker.dispatcher.phase == .joining)
+        #expect(kafka.committed(WorkerConfiguration().kafka.groupID, TopicPartition(topic: Self.commands, partition: 0)) == nil)
+        await worker.stop()
+    }
+
+    @Test("a lingering partition nobody claims stops at its deadline, is released and marked released")
+    func lingerDeadline() async throws {
+        let kafka = FakeKafka(partitionCount: 1)
+        let worker = try Self.start(kafka, linger: 0.5)
+        worker.consumer.groupAssigns(Self.commands([0]))
+        try await waitUntil("the partition owned", timeout: .seconds(60)) {
+            kafka.pump()
+            return worker.dispatcher.status.owned == [0]
+        }
+        await worker.consumer.groupRevokes(Self.commands([0]))
+        #expect(worker.dispatcher.status.lingering == [0])
+        let marks = PartitionFollower.group(WorkerConfiguration().kafka.groupID)
+        let partition = TopicPartition(topic: Self.commands, partition: 0)
+        #expect(kafka.committed(marks, partition).map { HandOverMark(offset: $0).until != nil } == true, "marked lingering, with its deadline")
+        // Nothing but the timer armed at the machine's deadline ends the linger.
+        try await waitUntil("the linger's end", timeout: .seconds(60)) { worker.dispatcher.status.partitions.isEmpty }
+        #expect(kafka.committed(marks, partition).map { HandOverMark(offset: $0) } == .released)
+        await worker.stop()
+    }
+
     @Test("randomized moves between two dispatchers under traffic: never two pushers of a partition, and every activity ends at its last command", arguments: 0..<3)
     func randomizedMoves(seed: UInt64) async throws {
         var generator = SplitMix64(seed: seed &+ 17)
