@@ -17,8 +17,12 @@ struct BenchHTTPAttackCommand: AsyncParsableCommand {
             with a content state over APNs' size, over http.max_body_bytes, with broken chunked framing; \
             oversized heads; an id carrying a script; a head that never ends (closed after \
             http.header_timeout); --idle-connections idle sockets while /healthz is timed (on the probe \
-            listener when --probe-port is given: it must answer within 100 ms); and, last, the ingest key's \
-            rate limit. Give the keys of a server configured with them (one scope each).
+            listener when --probe-port is given: it must answer within 100 ms); Expect: 100-continue without a key \
+            (401 at once); --slow-bodies keyless 255 KB bodies sent slowly while the worker's memory is read \
+            (with --worker-pid: it must stay within 20 MB); --half-open sockets sending half a head, reopened as \
+            they close, and --fairness-idle idle ones, all from --attacker-address, while a client on the \
+            server's host times GET /healthz and an authorized update (p99 within --within-ms); and, last, \
+            the ingest key's rate limit. Give the keys of a server configured with them (one scope each).
             """
     )
 
@@ -32,6 +36,13 @@ struct BenchHTTPAttackCommand: AsyncParsableCommand {
     @Option(name: .customLong("header-timeout"), help: "The server's http.header_timeout, in seconds.") var headerTimeout = 10.0
     @Option(name: .customLong("rate-burst"), help: "The server's http.rate_burst.") var rateBurst = 200
     @Option(name: .customLong("max-body-bytes"), help: "The server's http.max_body_bytes.") var maxBodyBytes = 262_144
+    @Option(name: .customLong("attacker-address"), help: "The loopback address the fairness attack comes from.") var attackerAddress = "127.0.0.2"
+    @Option(name: .customLong("half-open"), help: "Sockets sending half a head, reopened as they close, in the fairness probe.") var halfOpen = 1000
+    @Option(name: .customLong("fairness-idle"), help: "Idle sockets beside them in the fairness probe.") var fairnessIdle = 1500
+    @Option(name: .customLong("tries"), help: "Requests per route timed by the honest client of the fairness probe.") var tries = 100
+    @Option(name: .customLong("within-ms"), help: "The fairness probe's bound on the honest client's 99th percentile, in ms.") var withinMilliseconds = 200.0
+    @Option(name: .customLong("slow-bodies"), help: "Keyless slow bodies sent while the worker's memory is watched.") var slowBodies = 500
+    @Option(name: .customLong("worker-pid"), help: "The worker's process id, to read its memory (the slow-body probe needs it).") var workerPID: Int32?
 
     struct Row {
         var probe: String
@@ -101,6 +112,9 @@ struct BenchHTTPAttackCommand: AsyncParsableCommand {
 
         record(slowloris())
         record(idleFlood())
+        record(expectWithoutKey())
+        record(slowKeylessBodies())
+        record(fairness())
 
         // The burst and what refills meanwhile, 64 requests at a time, until one is refused.
         let counts = Mutex<[Int: Int]>([:])
@@ -140,7 +154,8 @@ struct BenchHTTPAttackCommand: AsyncParsableCommand {
         for _ in 0..<idleConnections {
             // Begun, not awaited: past http.max_connections and the listen
             // backlog, the kernel holds the rest mid-handshake, as it would an attacker's.
-            guard let socket = try? RawSocket(host: host, port: port, waiting: false) else { break }
+            // From the attacker's address, which the main listener holds to its share.
+            guard let socket = try? RawSocket(host: host, port: port, waiting: false, source: attackerAddress) else { break }
             idle.append(socket)
         }
         // The handshakes the backlog takes complete within moments.
@@ -176,6 +191,144 @@ struct BenchHTTPAttackCommand: AsyncParsableCommand {
             got: String(format: "%d in %.0f ms", main, mainMilliseconds), passed: true))
         idle.removeAll()
         return rows
+    }
+
+    /// `Expect: 100-continue` without a key: 401 at once, no `100`, no body sent.
+    func expectWithoutKey() -> [Row] {
+        let probe = "Expect: 100-continue without a key, no body sent"
+        guard let socket = try? RawSocket(host: host, port: port, timeout: .seconds(5)) else {
+            return [Row(probe: probe, expected: "401 at once", got: "no connection", passed: false)]
+        }
+        let start = ContinuousClock.now
+        socket.send(Array("POST /v1/activities/attack/update HTTP/1.1\r\nHost: attacker.example\r\nContent-Type: application/json\r\nContent-Length: 200000\r\nExpect: 100-continue\r\n\r\n".utf8))
+        let (bytes, _) = socket.receive(until: RawAnswer.isComplete)
+        let answer = RawAnswer(bytes)
+        let milliseconds = (ContinuousClock.now - start) / .milliseconds(1)
+        let status = answer?.status ?? 0
+        return [Row(probe: probe, expected: "401 at once, no 100", got: String(format: "%d in %.0f ms", status, milliseconds), passed: status == 401 && milliseconds < 5_000)]
+    }
+
+    /// Keyless bodies of 255 KB sent slowly on `slowBodies` connections
+    /// (spread over addresses so that no per-address cap stops them first):
+    /// the worker's resident memory stays within 20 MB of where it started.
+    func slowKeylessBodies() -> [Row] {
+        let probe = "\(slowBodies) keyless 255 KB slow bodies"
+        guard let workerPID else { return [Row(probe: probe, expected: "RSS within 20 MB", got: "skipped (no --worker-pid)", passed: true)] }
+        Self.raiseDescriptorLimit()
+        guard let before = Self.residentMegabytes(of: workerPID) else {
+            return [Row(probe: probe, expected: "RSS within 20 MB", got: "no /proc/\(workerPID)/status", passed: false)]
+        }
+        let length = 255 * 1024
+        var sockets: [RawSocket] = []
+        for index in 0..<slowBodies {
+            // 127.0.1.1 … 127.0.1.16: a few dozen connections per address.
+            guard let socket = try? RawSocket(host: host, port: port, timeout: .seconds(2), source: host == "127.0.0.1" ? "127.0.1.\(index % 16 + 1)" : nil) else { continue }
+            socket.send(Array("POST /v1/activities/attack-\(index)/update HTTP/1.1\r\nHost: attacker.example\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n".utf8))
+            sockets.append(socket)
+        }
+        var peak = before
+        let piece = [UInt8](repeating: UInt8(ascii: " "), count: 16 * 1024)
+        var refused = 0
+        for _ in 0..<(length / piece.count) {
+            for socket in sockets { _ = socket.sendNow(piece) }
+            peak = max(peak, Self.residentMegabytes(of: workerPID) ?? peak)
+            // A slow client: the next piece a little later.
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        for socket in sockets where socket.peerClosed { refused += 1 }
+        sockets.removeAll()
+        let growth = peak - before
+        return [Row(
+            probe: probe, expected: "RSS within 20 MB of idle",
+            got: String(format: "%+.1f MB (%.0f→%.0f), %d closed", growth, before, peak, refused), passed: growth <= 20)]
+    }
+
+    /// An honest client on loopback while `attackerAddress` holds
+    /// `halfOpen` sockets that send half a head (reopened as the server
+    /// closes them) and `fairnessIdle` idle ones: `GET /healthz` and an
+    /// authorized update on the main listener, `tries` of each, judged by
+    /// their 99th percentile.
+    func fairness() -> [Row] {
+        Self.raiseDescriptorLimit()
+        let attacker = attackerAddress
+        let (host, port, halfOpen) = (host, port, halfOpen)
+        let idle = (0..<fairnessIdle).compactMap { _ in try? RawSocket(host: host, port: port, waiting: false, source: attacker) }
+        let churning = Churning()
+        let done = DispatchSemaphore(value: 0), opened = DispatchSemaphore(value: 0)
+        let churn = Thread {
+            func open() -> RawSocket? {
+                guard let socket = try? RawSocket(host: host, port: port, timeout: .seconds(1), source: attacker) else { return nil }
+                _ = socket.sendNow(Array("GET /healthz HTTP/1.1\r\nHost: attacker.example\r\nX-Slow: ".utf8))
+                return socket
+            }
+            var sockets: [RawSocket?] = (0..<halfOpen).map { _ in open() }
+            opened.signal()
+            while !churning.stop.load(ordering: .relaxed) {
+                for index in sockets.indices where sockets[index]?.peerClosed ?? true {
+                    sockets[index] = open()
+                    churning.reopened.add(1, ordering: .relaxed)
+                    if churning.stop.load(ordering: .relaxed) { break }
+                }
+                RawSocket.waitForAnyClosed(sockets.compactMap { $0 }, timeout: .milliseconds(100))
+            }
+            sockets.removeAll()
+            done.signal()
+        }
+        churn.start()
+        // Timed once every half-open socket has been opened a first time.
+        _ = opened.wait(timeout: .now() + 120)
+        func timed(_ request: String) -> (statuses: Set<Int>, p99: Double) {
+            var statuses: Set<Int> = []
+            var times: [Double] = []
+            for _ in 0..<max(1, tries) {
+                let start = ContinuousClock.now
+                let answer = try? RawAnswer.exchange(host: host, port: port, request, timeout: .seconds(10))
+                times.append((ContinuousClock.now - start) / .milliseconds(1))
+                statuses.insert(answer?.status ?? 0)
+            }
+            times.sort()
+            return (statuses, times[min(times.count - 1, Int((Double(times.count) * 0.99).rounded(.up)) - 1)])
+        }
+        let health = timed("GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        let body = #"{"content_state":{"score":"1-0"}}"#
+        let update = timed(
+            "POST /v1/activities/attack-fair/update HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer \(ingestKey)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        churning.stop.store(true, ordering: .relaxed)
+        done.wait()
+        let attack = "\(halfOpen) half-open (\(churning.reopened.load(ordering: .relaxed)) reopened) + \(idle.count) idle from \(attacker)"
+        func verdict(_ result: (statuses: Set<Int>, p99: Double)) -> (String, Bool) {
+            let statuses = result.statuses.sorted().map(String.init).joined(separator: ",")
+            return (statuses + String(format: " p99 %.0f ms", result.p99), result.statuses.allSatisfy { (200..<300).contains($0) } && result.p99 <= withinMilliseconds)
+        }
+        let (healthGot, healthPassed) = verdict(health), (updateGot, updatePassed) = verdict(update)
+        return [
+            Row(probe: "GET /healthz on admin.listen, \(attack)", expected: String(format: "200, p99 within %.0f ms", withinMilliseconds), got: healthGot, passed: healthPassed),
+            Row(probe: "authorized update on admin.listen, \(attack)", expected: String(format: "2xx, p99 within %.0f ms", withinMilliseconds), got: updateGot, passed: updatePassed),
+        ]
+    }
+
+    /// What the fairness probe's attacking thread shares with it.
+    final class Churning: Sendable {
+        let stop = Atomic<Bool>(false)
+        let reopened = Atomic<Int>(0)
+    }
+
+    /// Raises this process's open-file limit to its hard limit, for thousands of sockets.
+    static func raiseDescriptorLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+
+    /// A process's resident memory in MB (`VmRSS` of `/proc/<pid>/status`).
+    static func residentMegabytes(of pid: Int32) -> Double? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
+        else { return nil }
+        return kilobytes / 1024
     }
 
     // MARK: Requests

@@ -13,8 +13,17 @@ final class RawSocket {
     /// Connects to `host:port` (IPv4 or IPv6 literal, or a name getaddrinfo
     /// resolves). With `waiting` false the connection is only begun (the
     /// handshake goes on in the kernel), as a flood of idle clients does.
-    init(host: String, port: Int, timeout: Duration = .seconds(10), waiting: Bool = true) throws {
-        descriptor = try openTCPSocket(host: host, port: port, timeout: timeout, waiting: waiting)
+    init(host: String, port: Int, timeout: Duration = .seconds(10), waiting: Bool = true, source: String? = nil) throws {
+        descriptor = try openTCPSocket(host: host, port: port, timeout: timeout, waiting: waiting, source: source)
+    }
+
+    /// Whether the peer has closed (or reset) the connection, without blocking.
+    var peerClosed: Bool {
+        var polled = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&polled, 1, 0) > 0 else { return false }
+        if polled.revents & Int16(POLLERR | POLLHUP) != 0 { return true }
+        var byte: UInt8 = 0
+        return recv(descriptor, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0
     }
 
     deinit { close(descriptor) }
@@ -36,6 +45,17 @@ final class RawSocket {
             sent += written
         }
         return true
+    }
+
+    /// Writes what the socket takes now without waiting; false once the peer closed.
+    func sendNow(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) } >= 0 || errno == EAGAIN
+    }
+
+    /// Waits until one of `sockets` is closed or has something to read, or `timeout` passes.
+    static func waitForAnyClosed(_ sockets: [RawSocket], timeout: Duration) {
+        var polled = sockets.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
+        _ = poll(&polled, nfds_t(polled.count), Int32(timeout / .milliseconds(1)))
     }
 
     /// Reads until the peer closes, the receive timeout passes, or `enough` says the bytes so far are a whole answer.
@@ -81,8 +101,8 @@ struct RawAnswer: Sendable {
     }
 
     /// Sends `request` on a new connection and reads its answer (status 0 when none came).
-    static func exchange(host: String, port: Int, _ request: String, timeout: Duration = .seconds(10)) throws -> RawAnswer {
-        let socket = try RawSocket(host: host, port: port, timeout: timeout)
+    static func exchange(host: String, port: Int, _ request: String, timeout: Duration = .seconds(10), source: String? = nil) throws -> RawAnswer {
+        let socket = try RawSocket(host: host, port: port, timeout: timeout, source: source)
         socket.send(Array(request.utf8))
         let (bytes, _) = socket.receive(until: isComplete)
         return RawAnswer(bytes) ?? RawAnswer(status: 0, headers: [:], body: "")
