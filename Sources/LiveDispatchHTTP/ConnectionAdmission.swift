@@ -76,6 +76,11 @@ struct ConnectionAdmission: Sendable {
             : Timeouts(header: limits.headerTimeout, request: limits.requestTimeout)
     }
 
+    /// Whether one more connection from `address` would be within its share.
+    func hasRoom(for address: String) -> Bool {
+        perAddress[address, default: 0] < limits.maxPerAddress
+    }
+
     mutating func opened(_ id: ConnectionID, address: String, at now: ContinuousClock.Instant) -> OpenAction {
         let held = perAddress[address, default: 0]
         if held >= limits.maxPerAddress { return .refuse(address: address, held: held) }

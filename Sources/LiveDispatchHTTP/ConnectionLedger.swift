@@ -21,7 +21,7 @@ final class ConnectionLedger: Sendable {
     /// What a newly opened connection gets: its id and timeouts, or nil when
     /// it must be closed at once (its address holds its share).
     func opened(_ channel: any Channel, at now: ContinuousClock.Instant) -> (id: ConnectionAdmission.ConnectionID, timeouts: ConnectionAdmission.Timeouts)? {
-        let address = channel.remoteAddress?.ipAddress ?? "unknown"
+        let address = Self.address(of: channel)
         let (answer, evicted) = state.withLock { state -> ((ConnectionAdmission.ConnectionID, ConnectionAdmission.Timeouts)?, [any Channel]) in
             let id = state.nextID
             state.nextID += 1
@@ -35,6 +35,18 @@ final class ConnectionLedger: Sendable {
         }
         for channel in evicted { channel.close(promise: nil) }
         return answer
+    }
+
+    /// The client address a connection comes from.
+    static func address(of channel: any Channel) -> String {
+        channel.remoteAddress?.ipAddress ?? "unknown"
+    }
+
+    /// Whether `address` holds fewer connections than its share: a cheap
+    /// look before anything is set up for a new connection (``opened(_:at:)``
+    /// decides).
+    func hasRoom(for address: String) -> Bool {
+        state.withLock { $0.machine.hasRoom(for: address) }
     }
 
     func requestStarted(_ id: ConnectionAdmission.ConnectionID) -> ConnectionAdmission.Timeouts {

@@ -217,7 +217,7 @@ public struct WorkerHTTPServer: Service {
             httpDecoderConfiguration: .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100))
         application = Application(
             router: router,
-            server: .http1(configuration: channel),
+            server: HTTPServerBuilder { responder in FairHTTP1Channel(inner: HTTP1Channel(responder: responder, configuration: channel), ledger: ledger) },
             configuration: ApplicationConfiguration(
                 address: .hostname(host, port: port), serverName: "livedispatch",
                 // A flood's handshakes wait in the kernel (up to net.core.somaxconn)

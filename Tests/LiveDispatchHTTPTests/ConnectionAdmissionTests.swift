@@ -22,6 +22,8 @@ struct ConnectionAdmissionTests {
                 return
             }
         }
+        // The cheap look before a connection is set up says the same.
+        #expect(!admission.hasRoom(for: "127.0.0.2") && admission.hasRoom(for: "127.0.0.1"))
         #expect(admission.opened(3, address: "127.0.0.2", at: start) == .refuse(address: "127.0.0.2", held: 3))
         guard case .accept = admission.opened(4, address: "127.0.0.1", at: start) else {
             Issue.record("another address was refused")
