@@ -150,6 +150,39 @@ struct DispatcherTests {
         await worker.stop()
     }
 
+    @Test("the backlog is one load of what was last measured: it moves when commands are taken in, when the router's write is acknowledged and when the partition is let go, not when it is read")
+    func backlogMirror() async throws {
+        let kafka = FakeKafka(partitionCount: 1)
+        let worker = try Self.start(kafka, linger: 0)
+        worker.consumer.groupAssigns(Self.commands([0]))
+        try await waitUntil("the partition owned", timeout: .seconds(60)) {
+            kafka.pump()
+            return worker.dispatcher.status.owned == [0] && worker.dispatcher.phase == .ready
+        }
+        Self.command(kafka, "match-1", n: 1)
+        try await waitUntil("the first state written", timeout: .seconds(60)) {
+            kafka.pump()
+            return Self.lastN(kafka, "match-1") == 1
+        }
+        #expect(worker.dispatcher.backlog == 0)
+        // Two more in the log, not fetched: reading the backlog asks no broker.
+        Self.command(kafka, "match-1", n: 2)
+        Self.command(kafka, "match-1", n: 3)
+        #expect(worker.dispatcher.backlog == 0, "not measured when read")
+        worker.dispatcher.commandWritten(KafkaDeliveryReport(topic: Self.commands, partition: 0, offset: 2))
+        #expect(worker.dispatcher.backlog == 2, "the router's write moves the partition's written end")
+        try await waitUntil("the last state written", timeout: .seconds(60)) {
+            kafka.pump()
+            return Self.lastN(kafka, "match-1") == 3
+        }
+        #expect(worker.dispatcher.backlog == 0, "every command taken in")
+        worker.dispatcher.commandWritten(KafkaDeliveryReport(topic: Self.commands, partition: 0, offset: 4))
+        #expect(worker.dispatcher.backlog == 2)
+        await worker.consumer.groupRevokes(Self.commands([0]))
+        #expect(worker.dispatcher.backlog == 0, "a partition let go counts nothing")
+        await worker.stop()
+    }
+
     @Test("a lingering partition nobody claims stops at its deadline, is released and marked released")
     func lingerDeadline() async throws {
         let kafka = FakeKafka(partitionCount: 1)

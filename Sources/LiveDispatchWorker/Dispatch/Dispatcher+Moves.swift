@@ -20,7 +20,10 @@ extension Dispatcher {
             let now = clock()
             let actions = body(&state.machine, now)
             var released: [Int32: PartitionRunner] = [:]
-            for case .release(let number, _, _, _) in actions { released[number] = state.runners.removeValue(forKey: number) }
+            for case .release(let number, _, _, _) in actions {
+                released[number] = state.runners.removeValue(forKey: number)
+                remeasure(number, in: &state)
+            }
             let cancel = state.timer.arm(at: state.machine.nextDeadline, now: now, on: eventLoops.next()) { [weak self] number in
                 self?.deadlineReached(number)
             }
@@ -166,7 +169,7 @@ extension Dispatcher {
     }
 
     func take(_ number: Int32) {
-        let runner = PartitionRunner(number: number, configuration: configuration.partitionDispatcher, eventLoop: eventLoops.next(), port: self)
+        let runner = PartitionRunner(number: number, configuration: configuration.partitionDispatcher, eventLoop: eventLoops.next(), port: services)
         // Paused before the runner is installed: its restore, which may
         // start as soon as it is, resumes it at the end.
         do { try pause([number]) } catch { logger.warning("Pausing a partition for its restore failed", metadata: ["kafka.error": "\(error)"]) }
@@ -191,6 +194,23 @@ extension Dispatcher {
     func startRestore(_ runner: PartitionRunner) {
         guard runner.claimRestore() else { return }
         stage.schedule { [self] in await restore(runner) }
+    }
+
+    // MARK: The events of the runners the machine follows (through ``PartitionServices``)
+
+    /// The records in progress over all partitions moved to `total`: the
+    /// machine's gate decides, and its pause or resume is done before
+    /// another decision of the gate is taken.
+    func outstandingMoved(_ total: Int) {
+        pauses.withLock { _ in decide { machine, _ in machine.outstandingMoved(to: total) } }
+    }
+
+    func demandChanged(_ number: Int32, _ demand: SendLimitShares.Demand) {
+        decide { machine, _ in machine.demandChanged(number, demand) }
+    }
+
+    func caughtUp(_ number: Int32) {
+        pauses.withLock { _ in decide { machine, _ in machine.caughtUp(number) } }
     }
 
     /// Stops fetching the partitions' commands, tokens and starts.

@@ -31,7 +31,7 @@ import Synchronization
 /// pushes on until its next owner claims it, through the partition's
 /// ``HandOverMark``; a new owner waits for that mark to say released before
 /// it restores. Two workers never push one partition at once.
-public final class Dispatcher: Service, Sendable {
+public final class Dispatcher: Service, Sendable, PartitionServices.Stage {
     public typealias Observer = @Sendable (PartitionDispatcher.Observation) -> Void
     public typealias Phase = DispatchStage.Phase
 
@@ -40,6 +40,8 @@ public final class Dispatcher: Service, Sendable {
         var runners: [Int32: PartitionRunner] = [:]
         /// Armed at the machine's next deadline.
         var timer = MachineTimer<Scheduled<Void>>()
+        /// Each partition's commands not read yet, as last measured (``backlogMirror``).
+        var unread: [Int32: Int] = [:]
     }
 
     let configuration: WorkerConfiguration
@@ -52,17 +54,18 @@ public final class Dispatcher: Service, Sendable {
     let kafka: any KafkaClientFactory
     /// For the partition counts read at shutdown.
     let client: KafkaClientConfiguration
-    let sender: PushSender
+    /// What the runners ask of the worker; it forwards the stage's events here.
+    let services: PartitionServices
+    var sender: PushSender { services.sender }
     /// Creates and deletes broadcast activities' channels; nil refuses them.
-    let channels: BroadcastChannels?
+    var channels: BroadcastChannels? { services.channels }
     let logger: Logger
     let metrics: WorkerMetrics
-    let reporter: DispatchReporter
-    let clock: @Sendable () -> UnixTime
+    var reporter: DispatchReporter { services.reporter }
+    var clock: @Sendable () -> UnixTime { services.clock }
     let state: Mutex<State>
-    /// Mirrors read on hot paths without the machine's lock.
-    let outstandingTotal = Atomic<Int>(0)
-    let reportsIdleNow = Atomic<Bool>(false)
+    /// Read on the router's hot path without the machine's lock: the sum of ``State/unread``.
+    let backlogMirror = Atomic<Int>(0)
     /// Decisions whose I/O is still under way: the shutdown waits for none.
     let handOversUnderWay = Atomic<Int>(0)
     /// Taken around a decision that may pause or resume and its I/O, so a
@@ -72,7 +75,7 @@ public final class Dispatcher: Service, Sendable {
     /// settles, the machine's deadline comes, and (while draining) a
     /// partition is idle: what the revocation handler, the hand-over watch
     /// and the shutdown wait for.
-    let changes: ChangeSignal
+    var changes: ChangeSignal { services.changes }
     let eventLoops: any EventLoopGroup
     let stage: ConsumerStage
     /// Where the activity types commands are checked against come from:
@@ -113,19 +116,19 @@ public final class Dispatcher: Service, Sendable {
         self.kafka = kafka
         self.client = client
         self.reader = kafka.partitionReader(client, logger: logger)
-        self.sender = sender
-        self.channels = channels
         self.logger = logger
         self.metrics = metrics
-        self.clock = clock
-        self.reporter = DispatchReporter(
+        let reporter = DispatchReporter(
             configuration: configuration, logger: logger, metrics: metrics, observer: observer, tracing: tracing,
             outcomes: OutcomePublisher(
                 producer: producer, topic: publishesOutcomes ? configuration.topic(.outcomes) : nil, metrics: metrics, webhook: webhook),
             clock: clock)
+        self.services = PartitionServices(
+            configuration: configuration, sender: sender, channels: channels, producer: producer, consumer: consumer, follower: follower,
+            reporter: reporter, changes: ChangeSignal(eventLoop: eventLoopGroup.next()), clock: clock)
         self.eventLoops = eventLoopGroup
-        self.changes = ChangeSignal(eventLoop: eventLoopGroup.next())
         self.stage = ConsumerStage(consumer: consumer)
+        services.forward(to: self)
         revocations.handler.withLock { $0 = { [weak self] partitions, lost in self?.revoking(partitions, lost: lost) } }
     }
 
@@ -173,7 +176,7 @@ public final class Dispatcher: Service, Sendable {
         return Status(
             partitions: machine.held, restoring: machine.partitions(in: .restoring), owned: machine.partitions(in: .owned),
             lingering: machine.partitions(in: .lingering), releasing: machine.partitions(in: .releasing),
-            outstanding: outstandingTotal.load(ordering: .relaxed), paused: machine.isPaused)
+            outstanding: services.outstandingTotal.load(ordering: .relaxed), paused: machine.isPaused)
     }
 
     /// The state of `activity` held by this worker's partition that owns
@@ -198,25 +201,37 @@ public final class Dispatcher: Service, Sendable {
         return runner.state(of: activity) == nil && !runner.isClosed
     }
 
-    /// The commands of this worker's partitions it has not read yet,
-    /// measured when asked: the end of each partition as of its last fetch,
-    /// or as far as this worker's router wrote it when that is further (a
-    /// paused partition fetches nothing). The router counts them in its
-    /// back-pressure: a worker behind on dispatching stops routing, so its
-    /// CPU goes to dispatching what is waiting. Records taken in and not
+    /// The commands of this worker's partitions it has not read yet: the
+    /// end of each partition as of its last fetch, or as far as this
+    /// worker's router wrote it when that is further (a paused partition
+    /// fetches nothing). The router counts them in its back-pressure, twice
+    /// per event: a worker behind on dispatching stops routing, so its CPU
+    /// goes to dispatching what is waiting. Records taken in and not
     /// finished do not count: they wait for their windows and their
-    /// pushes, not for CPU.
-    public var backlog: Int {
-        let (machine, runners) = state.withLock { ($0.machine, Array($0.runners.values)) }
-        return runners.reduce(0) { unread, runner in
-            let next = runner.nextCommandOffset.load(ordering: .relaxed)
-            return unread + machine.unread(runner.number, next: next, fetched: consumer.cachedEndOffset(commandsPartition(runner.number)))
-        }
-    }
+    /// pushes, not for CPU. One atomic load: a partition's count is measured
+    /// again when a command of it is taken in, when the router's write to it
+    /// is acknowledged and when it is let go (``remeasure(_:in:)``).
+    public var backlog: Int { backlogMirror.load(ordering: .relaxed) }
 
     /// Where a command this worker's router wrote landed.
     public func commandWritten(_ report: KafkaDeliveryReport) {
-        state.withLock { $0.machine.commandWritten(report.partition, offset: report.offset) }
+        state.withLock { state in
+            state.machine.commandWritten(report.partition, offset: report.offset)
+            remeasure(report.partition, in: &state)
+        }
+    }
+
+    /// Measures the commands of `number` not read yet (none when no runner
+    /// holds it) and moves ``backlogMirror`` by the difference; under the lock.
+    func remeasure(_ number: Int32, in state: inout State) {
+        var unread = 0
+        if let runner = state.runners[number] {
+            let next = runner.nextCommandOffset.load(ordering: .relaxed)
+            unread = state.machine.unread(number, next: next, fetched: consumer.cachedEndOffset(commandsPartition(number)))
+        }
+        let before = state.unread.updateValue(unread, forKey: number) ?? 0
+        if unread != before { backlogMirror.add(unread - before, ordering: .relaxed) }
+        if unread == 0 { state.unread[number] = nil }
     }
 
     /// Sets `livedispatch_records_in_progress`, `livedispatch_sends_in_flight`,
@@ -226,7 +241,7 @@ public final class Dispatcher: Service, Sendable {
     public func recordBacklog() {
         sender.recordGauges()
         if let statistics = ProcessStatistics.current() { metrics.process(statistics) }
-        metrics.backlog(outstandingTotal.load(ordering: .relaxed))
+        metrics.backlog(services.outstandingTotal.load(ordering: .relaxed))
         metrics.sendsInFlight(runners.reduce(0) { $0 + $1.sendsInFlight }, limit: configuration.limits.maxInFlightPerWorker)
     }
 
@@ -247,7 +262,7 @@ public final class Dispatcher: Service, Sendable {
                     for await event in follower.events { self.handle(event) }
                 }
             }],
-            drain: { await self.drain() }, afterClose: { await self.awaitHandOvers() })
+            drain: { await DispatchShutdown(dispatcher: self).drain() }, afterClose: { await DispatchShutdown(dispatcher: self).awaitHandOvers() })
     }
 
     // MARK: Consumer events
@@ -272,12 +287,17 @@ public final class Dispatcher: Service, Sendable {
             default: .tokens
             }
             metrics.recordConsumed(topic.rawValue)
-            guard let runner = runner(record.partition) else { return }
-            var newTypes: ActivityTypes?
-            if topic == .commands {
-                runner.nextCommandOffset.store(record.offset + 1, ordering: .relaxed)
-                if let types { newTypes = runner.typesToFollow(types) }
+            let runner = state.withLock { state in
+                let runner = state.runners[record.partition]
+                if let runner, topic == .commands {
+                    runner.nextCommandOffset.store(record.offset + 1, ordering: .relaxed)
+                    remeasure(record.partition, in: &state)
+                }
+                return runner
             }
+            guard let runner else { return }
+            var newTypes: ActivityTypes?
+            if topic == .commands, let types { newTypes = runner.typesToFollow(types) }
             // Only a sampled trace goes into the machine: nothing of another would be recorded.
             let trace = reporter.tracing != nil && topic == .commands ? WorkerTracing.context(of: record.headers).flatMap { $0.isSampled ? $0 : nil } : nil
             runner.apply { machine, now in
@@ -301,71 +321,6 @@ public final class Dispatcher: Service, Sendable {
         metrics.partitions(
             owned: status.partitions.count, restoring: status.restoring.count, lingering: status.lingering.count, releasing: status.releasing.count)
         return status.restoring.count
-    }
-
-    // MARK: Shutdown
-
-    /// On shutdown, when other workers will take the partitions over (and
-    /// partitions linger at all): nothing to do before the consumer closes,
-    /// which revokes each partition; each lingers until the worker taking
-    /// it over claims it (``awaitHandOvers()``). When this worker holds
-    /// every `commands` partition (the group's only member), nobody would
-    /// claim them: it pushes what is held at once and waits, within
-    /// `shutdown.timeout`, for every partition to be idle; then the
-    /// consumer closes, which releases each partition at once.
-    private func drain() async {
-        let held = state.withLock { state in
-            state.machine.drain()
-            return state.machine.held.count
-        }
-        if configuration.shutdown.lingerTimeout > 0, await othersMayTakeOver(held: held) {
-            logger.info("Stopping; each partition is pushed until the worker taking it over claims it")
-            return
-        }
-        pauses.withLock { _ in decide { machine, now in machine.leave(now: now) } }
-        // From here each runner signals ``changes`` when an input leaves it idle.
-        reportsIdleNow.store(true, ordering: .relaxed)
-        for runner in runners { runner.apply { machine, now in machine.drain(now: now) } }
-        let deadline = ContinuousClock.now + .seconds(configuration.shutdown.timeout)
-        while !Task.isCancelled {
-            let seen = changes.generation
-            if runners.allSatisfy(\.isIdle), state.withLock({ $0.machine.partitions(in: .releasing).isEmpty }) {
-                logger.info("Dispatcher drained")
-                return
-            }
-            let left = deadline - ContinuousClock.now
-            guard left > .zero else { break }
-            await changes.wait(after: seen, timeout: left)
-        }
-        logger.warning("Shutdown timeout reached with work in flight; it is re-delivered to the next owner", metadata: ["shutdown.timeout": "\(configuration.shutdown.timeout)"])
-    }
-
-    /// Whether other members may take `held` partitions of `commands` over:
-    /// not when this worker holds them all; yes when the counts cannot be read.
-    private func othersMayTakeOver(held: Int) async -> Bool {
-        guard held > 0 else { return false }
-        guard let counts = try? await kafka.partitionCounts(client, logger: logger, timeout: .seconds(2)) else { return true }
-        return (counts[configuration.topic(.commands)] ?? 0) > held
-    }
-
-    /// After the consumer closed on shutdown: the partitions it let linger
-    /// are pushed on until their new owners claim them, then released; this
-    /// waits for that, at most until their linger deadline and release
-    /// timeout have passed.
-    private func awaitHandOvers() async {
-        let linger = min(max(0, configuration.shutdown.lingerTimeout), PartitionOwnership.longestLinger)
-        let bound = linger + max(0, configuration.shutdown.releaseTimeout) + 1
-        let deadline = ContinuousClock.now + .seconds(bound)
-        while !Task.isCancelled {
-            let seen = changes.generation
-            if state.withLock({ $0.machine.held.isEmpty }), handOversUnderWay.load(ordering: .sequentiallyConsistent) == 0 { return }
-            let left = deadline - ContinuousClock.now
-            guard left > .zero else { break }
-            await changes.wait(after: seen, timeout: left)
-        }
-        logger.warning("Partitions still held at the end of the shutdown; their next owners redo what they had not finished", metadata: [
-            "kafka.partitions": "\(state.withLock { $0.machine.held })",
-        ])
     }
 }
 
