@@ -32,8 +32,10 @@ struct HTTPAttackTests {
             "http-attack", "--port", String(port), "--probe-port", String(probePort),
             "--ingest-key", Self.keys["ingest"] ?? "", "--read-key", Self.keys["read"] ?? "", "--admin-key", Self.keys["admin"] ?? "",
             "--idle-connections", "2000", "--header-timeout", "4", "--rate-burst", "300",
-            // Smaller than the benchmark's 1,000 + 1,500 and 100 tries, on a debug build beside other work.
-            "--half-open", "300", "--fairness-idle", "400", "--tries", "30", "--within-ms", "1000",
+            // Smaller than the benchmark's 1,000 + 1,500 and 100 tries, on a debug build beside other work;
+            // the bound checks the honest client is served (without the per-address cap it waited 20 s), the
+            // 200 ms target is the benchmark's (RELIABILITY.md).
+            "--half-open", "300", "--fairness-idle", "400", "--tries", "30", "--within-ms", "3000",
             "--slow-bodies", "300", "--worker-pid", String(worker.processIdentifier),
         ])
         let lines = result.standardOutput.split(separator: "\n")
