@@ -78,30 +78,6 @@ extension Dispatcher {
         reportPartitions()
     }
 
-    /// The revocation handler, on the group consumer's poll thread. A
-    /// partition revoked by a rebalance lingers, marked so before the
-    /// revocation returns (and the group can assign it elsewhere). Any
-    /// other is released before the consumer commits and unassigns it,
-    /// waiting (within `shutdown.release_timeout`) for the sends and writes
-    /// under way in those it owned: it blocks on ``changes`` until a revoked
-    /// partition settles or the machine's next deadline.
-    func revoking(_ partitions: [TopicPartition], lost: Bool) {
-        let numbers = partitions.filter { $0.topic == configuration.topic(.commands) }.map(\.partition)
-        decide { machine, now in machine.revoked(numbers, lost: lost, now: now) }
-        while true {
-            let seen = changes.generation
-            guard state.withLock({ $0.machine.partitions(in: .releasing) }).contains(where: numbers.contains) else { return }
-            if settleReleasing(among: numbers) { continue }
-            changes.blockingWait(after: seen, timeout: untilNextDeadline())
-        }
-    }
-
-    /// How long until the machine's next deadline; nil when it has none.
-    func untilNextDeadline() -> Duration? {
-        guard let next = state.withLock({ $0.machine.nextDeadline }) else { return nil }
-        return .seconds(max(0, next - clock()))
-    }
-
     /// Lets partitions go: their runners close (taking their records in
     /// progress out of the count), then the follower commits what they
     /// finished (once) and stops reading what it read for them.
@@ -113,60 +89,6 @@ extension Dispatcher {
     }
 
     func commandsPartition(_ number: Int32) -> TopicPartition { follower.commands(number) }
-
-    /// Reads the marks of the partitions waiting for one (a taken
-    /// partition's previous owner, a lingering partition's claim) every
-    /// 50 ms while there are any (the other worker's progress, in Kafka),
-    /// and waits for ``changes`` while there are none; beside it, finishes
-    /// the releases as their sends are answered and acts on each deadline
-    /// when the timer armed at it fires. The two run apart so a slow broker
-    /// never delays a deadline.
-    func watchHandOvers() async {
-        await withDiscardingTaskGroup { group in
-            group.addTask { await self.readMarks() }
-            group.addTask {
-                while !Task.isCancelled {
-                    let seen = self.changes.generation
-                    self.settleReleasing()
-                    await self.changes.wait(after: seen, timeout: nil)
-                }
-            }
-        }
-    }
-
-    private func readMarks() async {
-        while !Task.isCancelled {
-            let seen = changes.generation
-            let awaiting = state.withLock { $0.machine.awaitingMarks }
-            guard !awaiting.isEmpty else {
-                // No hand-over under way: nothing to read until a decision makes one.
-                await changes.wait(after: seen, timeout: nil)
-                continue
-            }
-            do {
-                let marks = try await follower.marks(of: awaiting)
-                decide { machine, now in awaiting.flatMap { machine.markRead($0, marks[$0] ?? .released, now: now) } }
-            } catch {
-                logger.warning("Reading hand-over marks failed; retrying", metadata: ["kafka.partitions": "\(awaiting)", "kafka.error": "\(error)"])
-            }
-            try? await Task.sleep(for: Self.markReadInterval)
-        }
-    }
-
-    /// How often the marks are read while a partition waits for one: the
-    /// other worker's progress, which only Kafka tells.
-    static let markReadInterval = Duration.milliseconds(50)
-
-    /// Releases the releasing partitions (of `numbers`, when given) with no
-    /// send or write under way any more, and acts on every deadline passed;
-    /// whether the machine decided anything.
-    @discardableResult
-    private func settleReleasing(among numbers: [Int32]? = nil) -> Bool {
-        let settled = state.withLock { state in
-            state.machine.partitions(in: .releasing).filter { numbers?.contains($0) ?? true }.filter { state.runners[$0]?.isSettled ?? true }
-        }
-        return decide { machine, now in settled.flatMap { machine.settled($0, now: now) } + machine.timerFired(now: now) }
-    }
 
     func take(_ number: Int32) {
         let runner = PartitionRunner(number: number, configuration: configuration.partitionDispatcher, eventLoop: eventLoops.next(), port: services)
@@ -193,7 +115,7 @@ extension Dispatcher {
     /// Starts the runner's restore, once: the mark's reader and the take may both find it due.
     func startRestore(_ runner: PartitionRunner) {
         guard runner.claimRestore() else { return }
-        stage.schedule { [self] in await restore(runner) }
+        stage.schedule { [self] in await ChangelogRestore(dispatcher: self, runner: runner).run() }
     }
 
     // MARK: The events of the runners the machine follows (through ``PartitionServices``)
@@ -224,40 +146,4 @@ extension Dispatcher {
         try follower.consumer.resume(numbers.flatMap(follower.copartitions))
     }
 
-    /// Reads the partition's `state` and `token-store` changelogs to their end, then lets its records flow.
-    func restore(_ runner: PartitionRunner) async {
-        let number = runner.number
-        let started = ContinuousClock.now
-        var attempt = 0
-        // A stage shutting down cancels its jobs: a restore still under way stops.
-        while !runner.isClosed, !Task.isCancelled {
-            do {
-                let registrations = TopicPartition(topic: configuration.topic(.tokens), partition: number)
-                let offsets = try await follower.follow(number) { state.withLock { $0.runners[number] === runner && $0.machine.follow(number) } }
-                let tokensFrom = offsets[registrations] ?? 0
-                let followed = ContinuousClock.now
-                let reads = PartitionRunner.RestoreReads(
-                    states: TopicPartition(topic: configuration.topic(.state), partition: number),
-                    tokenStore: TopicPartition(topic: configuration.topic(.tokenStore), partition: number),
-                    commands: commandsPartition(number), registrations: registrations, tokensFrom: tokensFrom)
-                let restored = try await runner.readChangelogs(reads, from: reader)
-                let read = ContinuousClock.now
-                guard let catchingUp = runner.finishRestore() else { return }
-                pauses.withLock { _ in decide { machine, now in machine.restored(number, catchingUp: catchingUp, now: now) } }
-                // The last restore done: the records it fetched are free.
-                if reportPartitions() == 0 { MallocTuning.releaseFreeMemory() }
-                logger.info("Partition restored", metadata: [
-                    "kafka.partition": "\(number)", "restore.states": "\(restored.states)", "restore.tokens": "\(restored.tokens)",
-                    "restore.seconds": "\(String(format: "%.3f", (ContinuousClock.now - started).seconds))",
-                    "restore.install_seconds": "\(String(format: "%.3f", (ContinuousClock.now - read).seconds))",
-                    "restore.follow_seconds": "\(String(format: "%.3f", (followed - started).seconds))",
-                ])
-                return
-            } catch {
-                attempt += 1
-                logger.error("Restoring a partition failed; retrying", metadata: ["kafka.partition": "\(number)", "kafka.error": "\(error)", "restore.attempt": "\(attempt)"])
-                try? await Task.sleep(for: .seconds(Backoff.partitionRestore.ceiling(attempt: attempt)))
-            }
-        }
-    }
 }

@@ -129,7 +129,7 @@ public final class Dispatcher: Service, Sendable, PartitionServices.Stage {
         self.eventLoops = eventLoopGroup
         self.stage = ConsumerStage(consumer: consumer)
         services.forward(to: self)
-        revocations.handler.withLock { $0 = { [weak self] partitions, lost in self?.revoking(partitions, lost: lost) } }
+        revocations.handler.withLock { $0 = { [weak self] partitions, lost in guard let self else { return }; HandOverWatch(dispatcher: self).revoking(partitions, lost: lost) } }
     }
 
     /// Where the stage stands.
@@ -157,27 +157,9 @@ public final class Dispatcher: Service, Sendable, PartitionServices.Stage {
 
     func runner(_ number: Int32) -> PartitionRunner? { state.withLock { $0.runners[number] } }
 
-    /// Where the partitions of this worker stand, the records in progress
-    /// and whether back-pressure holds them, for the admin endpoint.
-    public struct Status: Sendable {
-        /// Every partition this worker holds, in any phase.
-        public var partitions: [Int32]
-        public var restoring: [Int32]
-        public var owned: [Int32]
-        /// Revoked, and still pushed until the next owner claims them.
-        public var lingering: [Int32]
-        public var releasing: [Int32]
-        public var outstanding: Int
-        public var paused: Bool
-    }
+    public typealias Status = DispatchStatus
 
-    public var status: Status {
-        let machine = state.withLock(\.machine)
-        return Status(
-            partitions: machine.held, restoring: machine.partitions(in: .restoring), owned: machine.partitions(in: .owned),
-            lingering: machine.partitions(in: .lingering), releasing: machine.partitions(in: .releasing),
-            outstanding: services.outstandingTotal.load(ordering: .relaxed), paused: machine.isPaused)
-    }
+    public var status: Status { Status(state.withLock(\.machine), outstanding: services.outstandingTotal.load(ordering: .relaxed)) }
 
     /// The state of `activity` held by this worker's partition that owns
     /// it, or nil when no restored partition of this worker holds it.
@@ -250,7 +232,7 @@ public final class Dispatcher: Service, Sendable, PartitionServices.Stage {
         let follower = self.follower.consumer
         try await stage.run(
             handle: { self.handle($0) },
-            sideTasks: [{ await self.watchHandOvers() }, {
+            sideTasks: [{ await HandOverWatch(dispatcher: self).run() }, {
                 await withDiscardingTaskGroup { group in
                     group.addTask {
                         await withTaskCancellationHandler {
