@@ -16,6 +16,15 @@ struct DispatchReporter: Sendable {
     let outcomes: OutcomePublisher
     let clock: @Sendable () -> UnixTime
 
+    /// Sets the pools' gauges, the `process_*` series, the records in
+    /// progress and the sends in flight (against the worker's limit).
+    func recordGauges(sender: PushSender, outstanding: Int, sendsInFlight: Int) {
+        sender.recordGauges()
+        if let statistics = ProcessStatistics.current() { metrics.process(statistics) }
+        metrics.backlog(outstanding)
+        metrics.sendsInFlight(sendsInFlight, limit: configuration.limits.maxInFlightPerWorker)
+    }
+
     /// What a partition machine observed.
     func observe(_ observation: PartitionDispatcher.Observation) {
         metrics.observe(observation)

@@ -20,17 +20,11 @@ import Synchronization
 /// Every decision of the stage is its ``DispatchStage`` machine's, kept
 /// under one lock with the table of runners and the timer armed at the
 /// machine's next deadline; this shell performs the machine's actions
-/// through its Kafka ports (``ConsumerPort``, ``ProducerPort``,
-/// ``PartitionReaderPort``), made by a ``KafkaClientFactory``.
-///
-/// The group rebalances cooperatively: a scale event revokes only the
-/// partitions that move. The co-partitions are read by a second consumer
-/// (the follower) that joins no group; its offsets are committed under
-/// `<group_id>.copartitions`, where the next owner finds them. A partition
-/// a rebalance revokes lingers: the follower reads its commands and it
-/// pushes on until its next owner claims it, through the partition's
-/// ``HandOverMark``; a new owner waits for that mark to say released before
-/// it restores. Two workers never push one partition at once.
+/// through its Kafka ports, made by a ``KafkaClientFactory``. Its other
+/// jobs have types of their own: the runners' port (``PartitionServices``),
+/// records into inputs (``RecordIntake``), restores (``ChangelogRestore``),
+/// hand-overs (``HandOverWatch``, ``PartitionFollower``), the shutdown
+/// (``DispatchShutdown``) and reporting (``DispatchReporter``).
 public final class Dispatcher: Service, Sendable, PartitionServices.Stage {
     public typealias Observer = @Sendable (PartitionDispatcher.Observation) -> Void
     public typealias Phase = DispatchStage.Phase
@@ -78,9 +72,7 @@ public final class Dispatcher: Service, Sendable, PartitionServices.Stage {
     var changes: ChangeSignal { services.changes }
     let eventLoops: any EventLoopGroup
     let stage: ConsumerStage
-    /// Where the activity types commands are checked against come from:
-    /// the rules in force, followed as they are reloaded.
-    private let types: RuleSetStore?
+    let intake: RecordIntake
 
     /// - Parameter kafka: makes the consumers and the changelog reader (fakes in tests).
     /// - Parameter clock: the wall clock the machines are given (Unix time).
@@ -93,7 +85,7 @@ public final class Dispatcher: Service, Sendable, PartitionServices.Stage {
         clock: @escaping @Sendable () -> UnixTime = { UnixTime(seconds: Date().timeIntervalSince1970) }
     ) throws(KafkaError) {
         self.configuration = configuration
-        self.types = types
+        self.intake = RecordIntake(configuration: configuration, types: types, tracing: tracing, metrics: metrics)
         var consumerConfiguration = KafkaConsumerConfiguration(client: client, groupID: configuration.kafka.groupID)
         consumerConfiguration.assignmentStrategy = .cooperativeSticky
         consumerConfiguration.autoCommitInterval = .seconds(1)
@@ -221,10 +213,7 @@ public final class Dispatcher: Service, Sendable, PartitionServices.Stage {
     /// descriptors); called when metrics are scraped, so neither the hot
     /// path nor a timer updates them.
     public func recordBacklog() {
-        sender.recordGauges()
-        if let statistics = ProcessStatistics.current() { metrics.process(statistics) }
-        metrics.backlog(services.outstandingTotal.load(ordering: .relaxed))
-        metrics.sendsInFlight(runners.reduce(0) { $0 + $1.sendsInFlight }, limit: configuration.limits.maxInFlightPerWorker)
+        reporter.recordGauges(sender: sender, outstanding: services.outstandingTotal.load(ordering: .relaxed), sendsInFlight: runners.reduce(0) { $0 + $1.sendsInFlight })
     }
 
     public func run() async throws {
@@ -263,12 +252,7 @@ public final class Dispatcher: Service, Sendable, PartitionServices.Stage {
             logger.info("Partitions revoked", metadata: ["kafka.partitions": "\(partitions.map(\.partition).sorted())", "kafka.lost": "\(lost)"])
             reportPartitions()
         case .record(let record):
-            let topic: InternalTopic = switch record.topic {
-            case configuration.topic(.commands): .commands
-            case configuration.topic(.starts): .starts
-            default: .tokens
-            }
-            metrics.recordConsumed(topic.rawValue)
+            let topic = intake.topic(of: record)
             let runner = state.withLock { state in
                 let runner = state.runners[record.partition]
                 if let runner, topic == .commands {
@@ -278,21 +262,7 @@ public final class Dispatcher: Service, Sendable, PartitionServices.Stage {
                 return runner
             }
             guard let runner else { return }
-            var newTypes: ActivityTypes?
-            if topic == .commands, let types { newTypes = runner.typesToFollow(types) }
-            // Only a sampled trace goes into the machine: nothing of another would be recorded.
-            let trace = reporter.tracing != nil && topic == .commands ? WorkerTracing.context(of: record.headers).flatMap { $0.isSampled ? $0 : nil } : nil
-            runner.apply { machine, now in
-                if let newTypes { machine.useTypes(newTypes) }
-                let input = PartitionDispatcher.Record(
-                    offset: record.offset, key: record.key, value: record.value,
-                    timestamp: record.timestampMilliseconds.map { UnixTime(seconds: Double($0) / 1000) } ?? now, trace: trace)
-                return switch topic {
-                case .commands: machine.command(input, now: now)
-                case .starts: machine.audienceStartRecord(input, now: now)
-                case .tokens, .state, .tokenStore, .deadLetters, .channels, .outcomes: machine.tokenRecord(input, now: now)
-                }
-            }
+            intake.feed(record, of: topic, to: runner)
         }
     }
 

@@ -8,6 +8,13 @@ import LiveDispatchCore
 /// answered and the deadlines acted on as the timer fires. What each
 /// read, settle or deadline means is decided by the ``DispatchStage``
 /// machine, through ``Dispatcher/decide(_:)``.
+///
+/// The group rebalances cooperatively: a scale event revokes only the
+/// partitions that move. A partition a rebalance revokes lingers: the
+/// follower reads its commands and it pushes on until its next owner
+/// claims it, through the partition's ``HandOverMark``; a new owner waits
+/// for that mark to say released before it restores. Two workers never
+/// push one partition at once.
 struct HandOverWatch {
     let dispatcher: Dispatcher
 
