@@ -192,8 +192,7 @@ public final class Worker: Sendable {
         let router = try Router(
             configuration: configuration, rules: rules, client: client, producer: producer, logger: logger, metrics: metrics,
             observer: options.observer.map { observer -> Router.Observer in { letter in observer(.deadLettered(letter)) } },
-            assigned: { dispatcher.routerAssigned() }, downstream: { dispatcher.backlog },
-            commandWritten: { dispatcher.commandWritten($0) }, tracing: tracing, kafka: LibrdkafkaClients())
+            downstream: dispatcher, tracing: tracing, kafka: LibrdkafkaClients())
 
         // Started in this order and shut down in reverse: the consumers stop
         // first, the dispatcher drains, the router's hand-over ends, the

@@ -58,6 +58,22 @@ struct RouterTests {
         }
     }
 
+    /// The dispatcher as the router sees it: a backlog the test sets.
+    final class FakeDownstream: CommandsDownstream {
+        let waiting = Atomic<Int>(0)
+        let assignments = Atomic<Int>(0)
+        let written = Mutex<[KafkaDeliveryReport]>([])
+
+        var backlog: Int { waiting.load(ordering: .relaxed) }
+
+        func set(_ count: Int) {
+            waiting.store(count, ordering: .relaxed)
+        }
+
+        func routerAssigned() { assignments.add(1, ordering: .relaxed) }
+        func commandWritten(_ report: KafkaDeliveryReport) { written.withLock { $0.append(report) } }
+    }
+
     /// One router running over `kafka`, its group consumer, its hand-over
     /// reader and what it wrote.
     struct Running {
@@ -82,7 +98,7 @@ struct RouterTests {
     }
 
     static func start(
-        _ kafka: FakeKafka, rules directory: URL, high: Int = 10_000, low: Int = 5_000, downstream: (@Sendable () -> Int)? = nil
+        _ kafka: FakeKafka, rules directory: URL, high: Int = 10_000, low: Int = 5_000, downstream: FakeDownstream? = nil
     ) throws -> Running {
         var configuration = WorkerConfiguration()
         configuration.rules.path = directory.path
@@ -162,15 +178,17 @@ struct RouterTests {
         let directory = try Self.ruleDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let kafka = FakeKafka(partitionCount: 1)
-        let backlog = Atomic<Int>(0)
-        let worker = try Self.start(kafka, rules: directory, high: 10, low: 5, downstream: { backlog.load(ordering: .relaxed) })
+        let downstream = FakeDownstream()
+        let worker = try Self.start(kafka, rules: directory, high: 10, low: 5, downstream: downstream)
         worker.consumer.groupAssigns(Self.partitions([0]))
         Self.event(kafka, partition: 0, id: 0, n: 0)
         try await waitUntil("the first event routed", timeout: .seconds(30)) {
             kafka.pump()
             return worker.producer.routed(0) == [0]
         }
-        backlog.store(20, ordering: .relaxed)
+        #expect(downstream.assignments.load(ordering: .relaxed) == 1)
+        #expect(downstream.written.withLock { $0.map(\.topic) } == [Self.commands], "told where its command landed")
+        downstream.set(20)
         Self.event(kafka, partition: 0, id: 1, n: 1)
         try await waitUntil("routing paused", timeout: .seconds(30)) {
             kafka.pump()
@@ -181,11 +199,11 @@ struct RouterTests {
         kafka.pump()
         #expect(worker.producer.routed(0) == [0, 1], "nothing is read while paused")
 
-        backlog.store(7, ordering: .relaxed)
+        downstream.set(7)
         worker.router.downstreamMoved()
         kafka.pump()
         #expect(worker.consumer.state.withLock { !$0.paused.isEmpty }, "still paused above the low watermark")
-        backlog.store(2, ordering: .relaxed)
+        downstream.set(2)
         worker.router.downstreamMoved()
         try await waitUntil("routing resumed", timeout: .seconds(30)) {
             kafka.pump()

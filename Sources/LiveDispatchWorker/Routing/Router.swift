@@ -40,9 +40,8 @@ public final class Router: Service, Sendable {
     let logger: Logger
     let metrics: WorkerMetrics
     let observer: Observer?
-    let assigned: (@Sendable () -> Void)?
-    let downstream: (@Sendable () -> Int)?
-    let commandWritten: (@Sendable (KafkaDeliveryReport) -> Void)?
+    /// The dispatcher the commands are for; nil routes without back-pressure from it.
+    let downstream: (any CommandsDownstream)?
     /// Spans of rule evaluation and command writes; nil when tracing is off.
     let tracing: WorkerTracing?
     let commandsTopic: String
@@ -77,21 +76,15 @@ public final class Router: Service, Sendable {
     /// moved while it is paused: what the back-pressure watch waits for.
     private let downstreamChanges: ChangeSignal
 
-    /// - Parameter assigned: called on each assignment of `<group_id>.router`, even an
-    ///   empty one: the worker is ready only once both of its groups have assigned it.
-    /// - Parameter downstream: the commands waiting for the worker's
-    ///   dispatcher (``Dispatcher/backlog``), counted in this stage's
-    ///   back-pressure: routing pauses while the worker is that far behind
-    ///   on dispatching. Read with each event routed or completed, and,
-    ///   while routing is paused, at each ``downstreamMoved()`` or after
-    ///   ``downstreamRecheck`` without one.
-    /// - Parameter commandWritten: told where each command this router
-    ///   wrote landed (``Dispatcher/commandWritten(_:)``).
+    /// - Parameter downstream: the worker's dispatcher: told of each
+    ///   assignment of `<group_id>.router` and where each command landed;
+    ///   its backlog counts in this stage's back-pressure, read with each
+    ///   event routed or completed and, while routing is paused, at each
+    ///   ``downstreamMoved()`` or after ``downstreamRecheck`` without one.
     /// - Parameter kafka: makes the group's consumer and the hand-over reader (fakes in tests).
-    public init(
+    init(
         configuration: WorkerConfiguration, rules: RuleSetStore, client: KafkaClientConfiguration, producer: any ProducerPort,
-        logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil, assigned: (@Sendable () -> Void)? = nil,
-        downstream: (@Sendable () -> Int)? = nil, commandWritten: (@Sendable (KafkaDeliveryReport) -> Void)? = nil,
+        logger: Logger, metrics: WorkerMetrics, observer: Observer? = nil, downstream: (any CommandsDownstream)? = nil,
         tracing: WorkerTracing? = nil, kafka: any KafkaClientFactory = LibrdkafkaClients()
     ) throws(KafkaError) {
         self.configuration = configuration
@@ -114,9 +107,7 @@ public final class Router: Service, Sendable {
         self.logger = logger
         self.metrics = metrics
         self.observer = observer
-        self.assigned = assigned
         self.downstream = downstream
-        self.commandWritten = commandWritten
         self.tracing = tracing
         self.commandsTopic = configuration.topic(.commands)
         self.stage = Mutex(Stage(machine: RoutingStage(gate: configuration.backpressureGate, handOverLimit: Self.handOverLimit)))
@@ -141,7 +132,7 @@ public final class Router: Service, Sendable {
         switch event {
         case .assigned(let partitions):
             input { stage, _ in stage.assigned(partitions.map(Self.tracked)) }
-            assigned?()
+            downstream?.routerAssigned()
         case .revoked(let partitions, let lost):
             input { stage, now in stage.revoked(partitions.map(Self.tracked), lost: lost, now: now) }
             // Their events in progress no longer count.
@@ -177,7 +168,7 @@ public final class Router: Service, Sendable {
             "kafka.source": "\(record.topic)[\(record.partition)]@\(record.offset)", "router.outputs": "\(outputs.count)",
         ]) { own, _ in own })
         var deliveries: [(Output, Result<KafkaPendingDelivery, KafkaError>)] = []
-        let waiting = downstream?() ?? 0
+        let waiting = downstream?.backlog ?? 0
         input { stage, now in
             // Enqueued under the lock so that records keep the order of their events.
             for output in outputs { deliveries.append((output, enqueue(output))) }
@@ -222,7 +213,7 @@ public final class Router: Service, Sendable {
             delivery.whenComplete { [self] result in
                 switch result {
                 case .success(let report):
-                    if let commandWritten, report.topic == commandsTopic { commandWritten(report) }
+                    if let downstream, report.topic == commandsTopic { downstream.commandWritten(report) }
                     output.span?.end()
                     stored(event)
                 case .failure(let error): refused(output, error, event: event, attempt: attempt)
@@ -279,7 +270,7 @@ public final class Router: Service, Sendable {
     }
 
     private func complete(_ partition: OffsetTracker.Partition, offset: Int64) {
-        let waiting = downstream?() ?? 0
+        let waiting = downstream?.backlog ?? 0
         input { stage, _ in stage.completed(partition, offset: offset, downstream: waiting) }
         if stage.withLock(\.machine.isDraining) { changes.signal() }
     }
@@ -385,7 +376,7 @@ public final class Router: Service, Sendable {
             }
             await downstreamChanges.wait(after: seen, timeout: Self.downstreamRecheck)
             guard !Task.isCancelled else { return }
-            let waiting = downstream()
+            let waiting = downstream.backlog
             input { stage, _ in stage.downstream(waiting) }
             let (pausedNow, outstanding) = stage.withLock { ($0.machine.isPaused, $0.machine.outstanding) }
             guard pausedNow != wasPaused else { continue }
