@@ -97,7 +97,7 @@ public struct WorkerHTTPServer: Service {
             currentState: { dispatcher.activityState($0) },
             hasNoState: Self.noStateReader(dispatcher: dispatcher, client: components.kafka, topic: configuration.topic(.commands), logger: components.logger),
             owner: OwnerReads(
-                reads: dispatcher,
+                reads: OwnedPartitionReads(dispatcher),
                 partitionCount: AdminPartitionCount(client: components.kafka, topic: configuration.topic(.commands), logger: components.logger)),
             rulesDiff: WorkerAPI.RulesDiffSource(
                 rulesDirectory: configuration.rules.path, maxEventBytes: configuration.limits.maxEventBytes,

@@ -33,25 +33,25 @@ struct DispatcherReadsTests {
             return DispatcherTests.lastN(kafka, "match-1") == 2 && DispatcherTests.lastN(kafka, "cup-2") == 1
         }
 
-        #expect(Set(worker.dispatcher.readablePartitions) == [0, 1])
-        let read = try #require(worker.dispatcher.activity(activity, partition: partition, tokensAfter: nil, limit: 10) ?? nil)
+        #expect(Set(OwnedPartitionReads(worker.dispatcher).readablePartitions) == [0, 1])
+        let read = try #require(OwnedPartitionReads(worker.dispatcher).activity(activity, partition: partition, tokensAfter: nil, limit: 10) ?? nil)
         #expect(read.state?.contentState["n"] == .integer(2))
         #expect(read.tokens.items.map(\.token.hex) == [token])
-        #expect(worker.dispatcher.activity(try ActivityID("match-9"), partition: partition, tokensAfter: nil, limit: 10) != nil,
+        #expect(OwnedPartitionReads(worker.dispatcher).activity(try ActivityID("match-9"), partition: partition, tokensAfter: nil, limit: 10) != nil,
             "the owner answers, holding nothing of it")
-        #expect(worker.dispatcher.activity(activity, partition: 1 - partition, tokensAfter: nil, limit: 10) != nil)
+        #expect(OwnedPartitionReads(worker.dispatcher).activity(activity, partition: 1 - partition, tokensAfter: nil, limit: 10) != nil)
 
-        let listing = worker.dispatcher.activities(containing: nil, limit: 10, in: [0, 1])
+        let listing = OwnedPartitionReads(worker.dispatcher).activities(containing: nil, limit: 10, in: [0, 1])
         #expect(listing.entries.map(\.state.activityID.rawValue) == ["cup-2", "match-1"])
         #expect(listing.matched == 2 && listing.partitions == [0, 1])
         #expect(listing.entries.last?.tokens == 1)
-        let first = worker.dispatcher.activities(containing: "-", limit: 1, in: [0, 1])
+        let first = OwnedPartitionReads(worker.dispatcher).activities(containing: "-", limit: 1, in: [0, 1])
         #expect(first.entries.map(\.state.activityID.rawValue) == ["cup-2"] && first.matched == 2)
 
         await worker.consumer.groupRevokes(DispatcherTests.commands([partition]))
-        #expect(worker.dispatcher.activity(activity, partition: partition, tokensAfter: nil, limit: 10) == nil, "not owned any more")
-        #expect(worker.dispatcher.readablePartitions == [1 - partition])
-        #expect(worker.dispatcher.activities(containing: nil, limit: 10, in: [0, 1]).partitions == [1 - partition])
+        #expect(OwnedPartitionReads(worker.dispatcher).activity(activity, partition: partition, tokensAfter: nil, limit: 10) == nil, "not owned any more")
+        #expect(OwnedPartitionReads(worker.dispatcher).readablePartitions == [1 - partition])
+        #expect(OwnedPartitionReads(worker.dispatcher).activities(containing: nil, limit: 10, in: [0, 1]).partitions == [1 - partition])
         await worker.stop()
     }
 }

@@ -32,15 +32,25 @@ public struct ActivityListing: Sendable {
     }
 }
 
-extension Dispatcher: ActivityReads {
+/// ``ActivityReads`` over a dispatcher's partition runners: what the HTTP
+/// API asks of the partitions this worker owns. It decides nothing and
+/// holds nothing; each read takes the dispatcher's status and one runner's
+/// lock while it copies a page.
+public struct OwnedPartitionReads: ActivityReads {
+    let dispatcher: Dispatcher
+
+    public init(_ dispatcher: Dispatcher) {
+        self.dispatcher = dispatcher
+    }
+
     public var readablePartitions: [Int32] {
-        status.owned.filter { runner($0).map { !$0.isRestoring } ?? false }
+        dispatcher.status.owned.filter { dispatcher.runner($0).map { !$0.isRestoring } ?? false }
     }
 
     /// The runner of `partition` when it is owned here.
     private func ownedRunner(_ partition: Int32) -> PartitionRunner? {
-        guard status.owned.contains(partition) else { return nil }
-        return runner(partition)
+        guard dispatcher.status.owned.contains(partition) else { return nil }
+        return dispatcher.runner(partition)
     }
 
     public func activity(_ activity: ActivityID, partition: Int32, tokensAfter cursor: String?, limit: Int) -> PartitionDispatcher.ActivityRead?? {
@@ -58,18 +68,18 @@ extension Dispatcher: ActivityReads {
     public func activities(containing text: String?, limit: Int, in partitions: [Int32]) -> ActivityListing {
         // Ids are matched under each partition's lock, sorted outside it,
         // and only the listed ones read back.
-        let owned = Set(status.owned)
+        let owned = Set(dispatcher.status.owned)
         var read: [Int32] = []
         var matches: [(id: ActivityID, partition: Int32)] = []
         for partition in partitions where owned.contains(partition) {
-            guard let ids = runner(partition)?.read({ $0.activityIDs(containing: text) }) else { continue }
+            guard let ids = dispatcher.runner(partition)?.read({ $0.activityIDs(containing: text) }) else { continue }
             read.append(partition)
             matches += ids.map { ($0, partition) }
         }
         let first = matches.count <= limit ? matches.sorted { $0.id < $1.id } : Self.smallest(matches, limit)
         var entries: [PartitionDispatcher.ActivityListEntry] = []
         for (partition, group) in Dictionary(grouping: first, by: \.partition) {
-            entries += runner(partition)?.read { machine in group.compactMap { machine.listEntry($0.id) } } ?? []
+            entries += dispatcher.runner(partition)?.read { machine in group.compactMap { machine.listEntry($0.id) } } ?? []
         }
         entries.sort { $0.state.activityID < $1.state.activityID }
         return ActivityListing(matched: matches.count, entries: entries, partitions: read.sorted())
