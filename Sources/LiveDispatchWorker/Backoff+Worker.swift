@@ -18,3 +18,9 @@ extension Backoff {
     /// Each attempt itself waits up to 10 s for the brokers' metadata.
     static let kafkaStartup = Backoff(base: 1, cap: 30, jitter: .none)
 }
+
+extension Backoff {
+    /// Between reads of the metadata of topics just created, which a
+    /// broker can report late: 50 ms, doubling, at most 1 s.
+    static let topicMetadata = Backoff(base: 0.05, cap: 1, jitter: .none)
+}

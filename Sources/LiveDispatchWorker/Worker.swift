@@ -306,9 +306,9 @@ public final class Worker: Sendable {
         while true {
             counts = try await admin.partitionCounts()
             let names = awaited.map { configuration.topic($0) }
-            if names.allSatisfy({ counts[$0] != nil }) || attempt >= 20 { break }
+            if names.allSatisfy({ counts[$0] != nil }) || attempt >= 12 { break }
             attempt += 1
-            try await Task.sleep(for: .milliseconds(250))  // metadata of just-created topics can lag
+            try await Task.sleep(for: .seconds(Backoff.topicMetadata.ceiling(attempt: attempt)))
         }
         let coPartitioned = InternalTopic.coPartitioned.map { configuration.topic($0) }
         let missing = InternalTopic.required.map { configuration.topic($0) }.filter { counts[$0] == nil }
