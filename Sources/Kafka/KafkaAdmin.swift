@@ -34,20 +34,6 @@ public final class KafkaAdmin: Sendable {
         }.get()
     }
 
-    /// Whether a group member that holds `held` partitions of `topics` may
-    /// have other members to hand them over to: false when it holds none,
-    /// or every partition of those topics (it is the group's only member);
-    /// true when the counts cannot be read.
-    public static func othersMayTakeOver(
-        _ topics: [String], held: Int, configuration: KafkaClientConfiguration, logger: Logger
-    ) async -> Bool {
-        guard held > 0 else { return false }
-        guard let counts = try? await KafkaAdmin(configuration: configuration, logger: logger).partitionCounts(timeout: .seconds(2)) else {
-            return true
-        }
-        return topics.reduce(0) { $0 + (counts[$1] ?? 0) } > held
-    }
-
     /// The partition count of `topic`, or nil when the cluster does not have it.
     public func partitionCount(topic: String, timeout: Duration = .seconds(10)) async throws(KafkaError) -> Int? {
         try await partitionCounts(timeout: timeout)[topic]

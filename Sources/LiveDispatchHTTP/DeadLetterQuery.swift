@@ -69,15 +69,16 @@ struct DeadLetterQuery: Sendable {
 
     /// The newest matches, newest first (by dead-letter time, then partition
     /// and offset), at most `limit` of them and `maxBytes` together.
-    var newest: [Match] { answer.matches }
+    var newest: [Match] { page.matches }
 
     /// Matches held now, all partitions together.
     var keptCount: Int { kept.values.reduce(0) { $0 + $1.count } }
 
     /// Whether a match was left out of ``newest`` for its bytes.
-    var truncated: Bool { answer.truncated }
+    var truncated: Bool { page.truncated }
 
-    private var answer: (matches: [Match], truncated: Bool) {
+    /// ``newest`` and ``truncated`` together, from one sort.
+    var page: (matches: [Match], truncated: Bool) {
         let all = kept.values.flatMap { $0.suffix(limit) }
         let sorted = all.sorted {
             ($0.letter.deadLetteredAt.seconds, $0.partition, $0.offset) > ($1.letter.deadLetteredAt.seconds, $1.partition, $1.offset)

@@ -33,14 +33,15 @@ extension WorkerAPI {
         case .unavailable(let answer)?: return .serviceUnavailable(answer)
         case nil: break
         }
-        guard model.isKnown || !letters.newest.isEmpty else {
+        let newest = letters.newest
+        guard model.isKnown || !newest.isEmpty else {
             return .notFound(.init(body: .json(.init(error: "not-found", message: "Kafka holds no state, token or dead letter of activity \(id.debugDescription)"))))
         }
         let view = Components.Schemas.ActivityView(
             activityId: id, version: model.version, ended: model.isEnded, state: model.state.flatMap(Self.container),
             lockScreen: model.lockScreen, pushes: model.pushes.map(Self.summary),
             tokens: Self.tokenPage(model, after: nil, limit: limit),
-            deadLetters: Self.entries(letters), source: .kafka)
+            deadLetters: Self.entries(newest), source: .kafka)
         return .ok(.init(body: .json(view)))
     }
 }

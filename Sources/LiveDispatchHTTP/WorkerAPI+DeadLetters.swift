@@ -14,12 +14,13 @@ extension WorkerAPI {
         case .unavailable(let answer)?: return .serviceUnavailable(answer)
         case nil: break
         }
-        return .ok(.init(body: .json(.init(deadLetters: Self.entries(query), scanned: query.scanned, truncated: query.truncated))))
+        let page = query.page
+        return .ok(.init(body: .json(.init(deadLetters: Self.entries(page.matches), scanned: query.scanned, truncated: page.truncated))))
     }
 
     /// A query's newest matches as the API lists them.
-    static func entries(_ query: DeadLetterQuery) -> [Components.Schemas.DeadLetterEntry] {
-        query.newest.compactMap { match in
+    static func entries(_ matches: [DeadLetterQuery.Match]) -> [Components.Schemas.DeadLetterEntry] {
+        matches.compactMap { match in
             container(match.json).map {
                 Components.Schemas.DeadLetterEntry(
                     id: "\(match.partition)-\(match.offset)", partition: Int(match.partition), offset: Int(match.offset), deadLetter: $0)

@@ -101,14 +101,7 @@ struct AsyncHTTPClientComparison {
                     return (latencies, outcomes)
                 }
             }
-            var latencies: [Int64] = []
-            latencies.reserveCapacity(total)
-            var outcomes: [String: Int] = [:]
-            for await (part, counts) in group {
-                latencies.append(contentsOf: part)
-                outcomes.merge(counts, uniquingKeysWith: +)
-            }
-            return (latencies, outcomes)
+            return await BenchAPNsCommand.gather(&group, expecting: total)
         }
         return BenchAPNsCommand.Measurement(seconds: (ContinuousClock.now - started).seconds, latencies: results.0, outcomes: results.1)
     }

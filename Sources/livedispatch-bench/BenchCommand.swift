@@ -251,14 +251,7 @@ struct BenchAPNsCommand: AsyncParsableCommand {
                     return (latencies, outcomes)
                 }
             }
-            var latencies: [Int64] = []
-            latencies.reserveCapacity(total)
-            var outcomes: [String: Int] = [:]
-            for await (part, counts) in group {
-                latencies.append(contentsOf: part)
-                outcomes.merge(counts, uniquingKeysWith: +)
-            }
-            return (latencies, outcomes)
+            return await BenchAPNsCommand.gather(&group, expecting: total)
         }
         let elapsed = ContinuousClock.now - started
         return Measurement(
@@ -300,4 +293,18 @@ final class Ticket: Sendable {
 /// A benchmark that could not run, with what happened.
 struct BenchError: Error, CustomStringConvertible {
     var description: String
+}
+
+extension BenchAPNsCommand {
+    /// Every sender task's latencies and outcome counts, together.
+    static func gather(_ group: inout TaskGroup<([Int64], [String: Int])>, expecting total: Int) async -> ([Int64], [String: Int]) {
+        var latencies: [Int64] = []
+        latencies.reserveCapacity(total)
+        var outcomes: [String: Int] = [:]
+        for await (part, counts) in group {
+            latencies.append(contentsOf: part)
+            outcomes.merge(counts, uniquingKeysWith: +)
+        }
+        return (latencies, outcomes)
+    }
 }

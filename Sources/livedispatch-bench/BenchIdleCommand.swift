@@ -111,7 +111,7 @@ struct BenchIdleCommand: AsyncParsableCommand {
             brokerPID: brokerPID,
             requestsPerSecond: Double(laterSockets.segmentsSent(since: sockets, pids: Set(pids), peerPorts: brokerPorts)) / elapsed)
         print(figures.line)
-        let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ") ?? "?"
+        let load = LoadAverage.current()
         print(String(format: "measured over %.1f s; fetch.wait.max.ms %@; %d partitions; broker %@; load average %@",
                      elapsed, fetchWaitMilliseconds.map(String.init) ?? "default", partitions, bootstrapServers ?? "embedded", load))
         let owners = after.flatMap { WorkerStatus.owners($0, workers: workers, partitions: partitions) }

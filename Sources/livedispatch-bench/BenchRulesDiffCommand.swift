@@ -101,7 +101,7 @@ struct BenchRulesDiffCommand: AsyncParsableCommand {
         let errorText = String(decoding: await errorReader.value, as: UTF8.self)
         for line in text.split(separator: "\n").prefix(6) { print(line) }
         for line in errorText.split(separator: "\n") { print(line) }
-        let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ") ?? "?"
+        let load = LoadAverage.current()
         print("load average: \(load); rules diff exited \(process.terminationStatus)")
         if process.terminationStatus != 0 { throw ExitCode(process.terminationStatus) }
     }

@@ -50,10 +50,7 @@ struct DispatchShutdown {
     /// Whether other members may take `held` partitions of `commands` over:
     /// not when this worker holds them all; yes when the counts cannot be read.
     private func othersMayTakeOver(held: Int) async -> Bool {
-        guard held > 0 else { return false }
-        guard let counts = try? await dispatcher.kafka.partitionCounts(dispatcher.client, logger: dispatcher.logger, timeout: .seconds(2))
-        else { return true }
-        return (counts[configuration.topic(.commands)] ?? 0) > held
+        await dispatcher.kafka.othersMayTakeOver([configuration.topic(.commands)], held: held, configuration: dispatcher.client, logger: dispatcher.logger)
     }
 
     /// After the consumer closed: the partitions it let linger are pushed
